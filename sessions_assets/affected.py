@@ -1,0 +1,68 @@
+"""The "dynamic partition mapping": from received days to the partitions that must rebuild.
+
+One implementation, used by the late-data sensor and by ``sessions-assets run`` alike. A received day
+records, in ``partition_map``, the event days E it touched; then
+- ``events`` rebuilds exactly E,
+- ``sessions`` rebuilds E and its neighbours (E-1..E+1, the declared ``SESSION_NEIGHBOURS``),
+- ``daily_snapshot`` rebuilds from the earliest affected session day to the data's horizon.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+
+from sessions_assets.partitions import contiguous_ranges
+
+DayRange = tuple[date, date]
+
+
+@dataclass(frozen=True)
+class RebuildPlan:
+    received_days: tuple[date, ...]
+    event_days: tuple[date, ...]
+    events: tuple[DayRange, ...] = ()
+    sessions: tuple[DayRange, ...] = ()
+    snapshot: tuple[DayRange, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def empty(self) -> bool:
+        return not (self.events or self.sessions or self.snapshot)
+
+    def describe(self) -> str:
+        """The plan in words, for sensor ticks and the ``run`` command."""
+        fmt = lambda rs: ", ".join(a.isoformat() if a == b else f"{a}..{b}" for a, b in rs) or "-"  # noqa: E731
+        received = ", ".join(d.isoformat() for d in self.received_days)
+        return (
+            f"received {received} touched event days {fmt(contiguous_ranges(self.event_days))}: "
+            f"events {fmt(self.events)}; sessions {fmt(self.sessions)}; daily_snapshot {fmt(self.snapshot)}"
+        )
+
+
+def plan_rebuild(
+    touched: dict[date, set[date]],
+    horizon: date,
+    partitions: tuple[date, date],
+    max_days_per_run: int,
+    with_snapshot: bool = True,
+) -> RebuildPlan:
+    """Partitions to rebuild after the received days in ``touched`` (received day -> event days).
+
+    ``horizon`` is the latest received day (the snapshot is kept up to it); ``partitions`` the first and
+    last partition that exist. Ranges are contiguous and at most ``max_days_per_run`` long.
+    """
+    lo, hi = partitions
+    event_days = sorted({d for days in touched.values() for d in days if lo <= d <= hi})
+    one = timedelta(days=1)
+    session_days = {d + k * one for d in event_days for k in (-1, 0, 1) if lo <= d + k * one <= hi}
+    snapshot: tuple[DayRange, ...] = ()
+    if with_snapshot and session_days and min(session_days) <= horizon:
+        snapshot = ((min(session_days), horizon),)
+    return RebuildPlan(
+        received_days=tuple(sorted(touched)),
+        event_days=tuple(event_days),
+        events=tuple(contiguous_ranges(event_days, max_days_per_run)),
+        sessions=tuple(contiguous_ranges(session_days, max_days_per_run)),
+        snapshot=snapshot,
+    )

@@ -1,0 +1,159 @@
+"""The asset graph: thin assets that read, call the plain functions, write Delta and report metadata.
+
+``ingest`` (per received day) -> ``raw_events``, ``rejected_events``, ``partition_map``;
+``events`` (per event day) <- the received days the map names; ``sessions`` (per start day) <- events of
+the day and its neighbours. Which partitions must rebuild after an arrival is decided in ``affected.py``.
+"""
+
+
+import time
+from datetime import date
+
+import dagster as dg
+from dagster_pyspark import LazyPySparkResource
+from pyspark.sql import functions as F
+
+from sessions_assets import events as ev
+from sessions_assets import ingest
+from sessions_assets.config import PipelineSettings, max_days_per_run_from_env
+from sessions_assets.partitions import ANY_RECEIVED_DAY, SESSION_NEIGHBOURS, daily_partitions
+from sessions_assets.session_rebuild import rebuild_sessions
+from sessions_assets.tables import EVENTS, PARTITION_MAP, RAW_EVENTS, REJECTED_EVENTS, Warehouse
+
+# One run may process at most this many days (the manifest's backfill limit); larger backfills split.
+RANGE_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=max_days_per_run_from_env())
+
+
+def _window(context: dg.AssetExecutionContext) -> tuple[date, date]:
+    """The inclusive day range of the run (one day, or a backfill range run as one job)."""
+    keys = context.partition_key_range
+    return date.fromisoformat(keys.start), date.fromisoformat(keys.end)
+
+
+def _warehouse(spark: LazyPySparkResource, settings: PipelineSettings) -> Warehouse:
+    return Warehouse(spark.spark_session, settings)
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec("raw_events", description="Accepted landing lines, as parsed, by received day."),
+        dg.AssetSpec("rejected_events", description="Rejected landing lines with their reason."),
+        dg.AssetSpec(
+            "partition_map",
+            description="Which event days each received day touched, with counts: drives the rebuilds.",
+        ),
+    ],
+    partitions_def=daily_partitions,
+    group_name="ingest",
+)
+def ingest_received_day(context: dg.AssetExecutionContext, spark: LazyPySparkResource, settings: PipelineSettings):
+    """Parse one received day's landing files, split accepted from rejected, record the event days touched."""
+    started = time.monotonic()
+    received_day = date.fromisoformat(context.partition_key)
+    wh = _warehouse(spark, settings)
+    fingerprint = ingest.landing_fingerprint(settings, received_day)
+    files = ingest.landing_files(settings, received_day)
+    lines = ingest.read_lines(wh.spark, files)
+    classified = ingest.classify(ingest.parse(lines), settings).persist()
+    try:
+        accepted, rejected = ingest.split(classified, received_day)
+        mapping = ev.partition_map_rows(accepted).persist()
+        # The map is written last: it is what the late-data sensor acts on.
+        raw_written = wh.replace_partitions(RAW_EVENTS, accepted, received_day, received_day)
+        rejected_written = wh.replace_partitions(REJECTED_EVENTS, rejected, received_day, received_day)
+        map_written = wh.replace_partitions(PARTITION_MAP, mapping, received_day, received_day)
+        touched = sorted(mapping.collect(), key=lambda r: r.event_date)
+        reasons = {r.reason: r["count"] for r in rejected.groupBy("reason").count().collect()}
+        accepted_rows = accepted.count()
+        lines_read = classified.count()
+    finally:
+        classified.unpersist()
+    event_days = [r.event_date.isoformat() for r in touched]
+    context.log.info(f"received {received_day}: {accepted_rows} accepted, {reasons} rejected, event days {event_days}")
+    seconds = round(time.monotonic() - started, 2)
+    yield dg.MaterializeResult(
+        asset_key="raw_events",
+        metadata={
+            "lines": lines_read,
+            "accepted": accepted_rows,
+            "files": dg.MetadataValue.json(files),
+            "affected_event_days": dg.MetadataValue.json(event_days),
+            "written": raw_written,
+            "seconds": seconds,
+            ingest.LANDING_FINGERPRINT: fingerprint,
+        },
+    )
+    yield dg.MaterializeResult(
+        asset_key="rejected_events",
+        metadata={"rejected": sum(reasons.values()), "reasons": dg.MetadataValue.json(reasons), "written": rejected_written},
+    )
+    yield dg.MaterializeResult(
+        asset_key="partition_map",
+        metadata={
+            "affected_event_days": dg.MetadataValue.json(event_days),
+            "events_per_day": dg.MetadataValue.json({r.event_date.isoformat(): r.events for r in touched}),
+            "written": map_written,
+        },
+    )
+
+
+@dg.asset(
+    partitions_def=daily_partitions,
+    deps=[dg.AssetDep("raw_events", partition_mapping=ANY_RECEIVED_DAY), dg.AssetDep("partition_map", partition_mapping=ANY_RECEIVED_DAY)],
+    backfill_policy=RANGE_POLICY,
+    group_name="model",
+)
+def events(context: dg.AssetExecutionContext, spark: LazyPySparkResource, settings: PipelineSettings) -> dg.MaterializeResult:
+    """Accepted events by event day, one row per ``messageId``, from only the received days the map names."""
+    first, last = _window(context)
+    wh = _warehouse(spark, settings)
+    received_days = sorted(
+        r.received_date
+        for r in wh.read(PARTITION_MAP).where(F.col("event_date").between(F.lit(first), F.lit(last)))
+        .select("received_date").distinct().collect()
+    )  # fmt: skip
+    raw = (
+        wh.read(RAW_EVENTS)
+        .where(F.col("received_date").isin(received_days))
+        .where(F.col("event_date").between(F.lit(first), F.lit(last)))
+    )
+    if not received_days:
+        raw = raw.limit(0)
+    raw = raw.persist()
+    try:
+        rows = ev.dedupe(raw).persist()
+        written = wh.replace_partitions(EVENTS, rows, first, last)
+        kept, copies = rows.count(), raw.count()
+        rows.unpersist()
+    finally:
+        raw.unpersist()
+    return dg.MaterializeResult(
+        metadata={
+            "rows": kept,
+            "duplicates_dropped": copies - kept,
+            "contributing_received_days": dg.MetadataValue.json([d.isoformat() for d in received_days]),
+            "written": written,
+        }
+    )
+
+
+@dg.asset(
+    partitions_def=daily_partitions,
+    deps=[dg.AssetDep(events, partition_mapping=SESSION_NEIGHBOURS)],
+    backfill_policy=RANGE_POLICY,
+    group_name="model",
+)
+def sessions(context: dg.AssetExecutionContext, spark: LazyPySparkResource, settings: PipelineSettings) -> dg.MaterializeResult:
+    """Sessions by start day, exact under late data: chains touching the days are recomputed and merged."""
+    first, last = _window(context)
+    changes = rebuild_sessions(_warehouse(spark, settings), first, last, settings)
+    return dg.MaterializeResult(
+        metadata={
+            "sessions_written": changes.written,
+            "sessions_merged_away": changes.merged_away,
+            "sessions_moved_between_days": changes.moved,
+            "capped_sessions_written": changes.capped,
+            "users_recomputed": changes.users,
+            "committed": changes.committed,
+        }
+    )

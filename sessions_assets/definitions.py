@@ -1,0 +1,22 @@
+"""The code location: assembles assets, checks, sensors, schedules and resources; no logic lives here."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from sessions_assets import assets
+from sessions_assets.config import PipelineSettings, data_root_from_env, start_date_from_env
+from sessions_assets.resources import spark_resource
+
+
+def build_resources(data_root: str | None = None, **spark_overrides) -> dict:
+    """Resources for a deployment (from the environment) or a test (``data_root`` given)."""
+    return {
+        "spark": spark_resource(**spark_overrides),
+        "settings": PipelineSettings(data_root=data_root or data_root_from_env(), start_date=start_date_from_env()),
+    }
+
+
+ALL_ASSETS = [assets.ingest_received_day, assets.events, assets.sessions]
+
+defs = dg.Definitions(assets=ALL_ASSETS, resources=build_resources())

@@ -1,0 +1,141 @@
+"""Landing-zone lines -> parsed events with an acceptance verdict (the contract's "Accepting events").
+
+Spark does the parsing (``from_json`` in ``PERMISSIVE`` mode with a corrupt-record column); fields are read
+as ``VARIANT`` so that a wrong JSON type (``"userId": {}``, ``"timestamp": 12``) is seen as what it is
+instead of being coerced to a string. Every line gets exactly one verdict: accepted, or one ``reason``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import date
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sessions_assets.config import PipelineSettings
+
+LANDING_GLOBS = ("*.jsonl", "*.json", "*.jsonl.gz")
+
+# Top-level Segment fields the pipeline reads; everything else stays in ``payload``.
+STRING_FIELDS = {
+    "messageId": "message_id",
+    "type": "type",
+    "event": "event",
+    "userId": "user_id",
+    "anonymousId": "anonymous_id",
+    "timestamp": "timestamp_raw",
+    "receivedAt": "received_at_raw",
+    "sentAt": "sent_at_raw",
+}
+CORRUPT = "_corrupt_record"
+LINE_SCHEMA = T.StructType(
+    [T.StructField(name, T.VariantType()) for name in STRING_FIELDS] + [T.StructField(CORRUPT, T.StringType())]
+)
+
+# ISO-8601 date-time: date, 'T', hh:mm[:ss[.fraction]], optional Z or +hh[:]mm (none means UTC).
+ISO_8601 = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$"
+
+# Reasons in the contract's order: a line gets the first one that applies.
+REASONS = (
+    "malformed_json",
+    "missing_message_id",
+    "missing_user",
+    "bad_timestamp",
+    "future_timestamp",
+    "too_late",
+)
+
+
+def landing_files(settings: PipelineSettings, received_day: date) -> list[str]:
+    folder = settings.landing / f"received_date={received_day.isoformat()}"
+    return sorted(str(p.absolute()) for pattern in LANDING_GLOBS for p in folder.glob(pattern))
+
+
+LANDING_FINGERPRINT = "landing_fingerprint"
+
+
+def landing_fingerprint(settings: PipelineSettings, received_day: date) -> str:
+    """Changes when a received day's folder gains, loses or rewrites a file."""
+    digest = hashlib.sha256()
+    for name in landing_files(settings, received_day):
+        stat = Path(name).stat()
+        digest.update(f"{Path(name).name}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def read_lines(spark: SparkSession, files: list[str]) -> DataFrame:
+    """One row per line: ``payload`` (the line) and ``source_file``; ``.gz`` is decompressed by Spark."""
+    if not files:
+        return spark.createDataFrame([], "payload string, source_file string")
+    return spark.read.text(files).select(
+        F.col("value").alias("payload"), F.col("_metadata.file_path").alias("source_file")
+    )
+
+
+def _json_string(field: Column) -> Column:
+    """The field's value if it is a JSON string, else null (numbers, objects, arrays count as missing)."""
+    return F.when(F.schema_of_variant(field) == "STRING", F.variant_get(field, "$", "string"))
+
+
+def _iso_timestamp(raw: Column) -> Column:
+    """Parse an ISO-8601 string as a UTC timestamp; null when it is not one."""
+    iso = F.trim(raw)
+    # Spark keeps microseconds: cut longer fractions instead of rejecting them.
+    iso = F.regexp_replace(iso, r"(\.\d{6})\d+", "$1")
+    return F.when(iso.rlike(ISO_8601), iso.try_cast("timestamp"))
+
+
+def parse(lines: DataFrame) -> DataFrame:
+    """Parse lines into typed columns (nulls where absent or of the wrong type), keeping the payload."""
+    parsed = lines.withColumn(
+        "j", F.from_json("payload", LINE_SCHEMA, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+    )
+    fields = [_json_string(F.col(f"j.{src}")).alias(dst) for src, dst in STRING_FIELDS.items()]
+    malformed = F.col(f"j.{CORRUPT}").isNotNull() | ~F.ltrim("payload").startswith("{")
+    return parsed.select("payload", "source_file", malformed.alias("malformed"), *fields)
+
+
+def classify(parsed: DataFrame, settings: PipelineSettings) -> DataFrame:
+    """Add ``timestamp``, ``received_at``, ``user_key``, ``event_date`` and the reject ``reason`` (null = accepted)."""
+    nonempty = lambda c: F.when(F.length(F.trim(c)) > 0, c)  # noqa: E731 - a tiny local rule
+    df = (
+        parsed.withColumn("message_id", nonempty(F.col("message_id")))
+        .withColumn("user_id", nonempty(F.col("user_id")))
+        .withColumn("anonymous_id", nonempty(F.col("anonymous_id")))
+        .withColumn("user_key", F.coalesce("user_id", "anonymous_id"))
+        .withColumn("timestamp", _iso_timestamp(F.col("timestamp_raw")))
+        .withColumn("received_at", _iso_timestamp(F.col("received_at_raw")))
+    )
+    skew = F.make_dt_interval(F.lit(0), F.lit(0), F.lit(settings.max_future_skew_minutes))
+    lateness = F.make_dt_interval(F.lit(settings.max_lateness_days))
+    reason = (
+        F.when(F.col("malformed"), "malformed_json")
+        .when(F.col("message_id").isNull(), "missing_message_id")
+        .when(F.col("user_key").isNull(), "missing_user")
+        .when(F.col("timestamp").isNull() | F.col("received_at").isNull(), "bad_timestamp")
+        .when(F.col("timestamp") > F.col("received_at") + skew, "future_timestamp")
+        .when(
+            (F.col("timestamp") < F.col("received_at") - lateness)
+            | (F.to_date("timestamp") < F.lit(settings.first_day)),
+            "too_late",
+        )
+    )
+    return df.withColumn("reason", reason).withColumn("event_date", F.to_date("timestamp"))
+
+
+RAW_COLUMNS = [
+    "message_id", "type", "event", "user_id", "anonymous_id", "user_key", "timestamp", "received_at",
+    "sent_at_raw", "event_date", "source_file", "payload", "received_date",
+]  # fmt: skip
+REJECT_COLUMNS = ["payload", "reason", "source_file", "received_date"]
+
+
+def split(classified: DataFrame, received_day: date) -> tuple[DataFrame, DataFrame]:
+    """Accepted rows for ``raw_events`` and rejected rows for ``rejected_events`` of one received day."""
+    df = classified.withColumn("received_date", F.lit(received_day))
+    accepted = df.where(F.col("reason").isNull()).select(*RAW_COLUMNS)
+    rejected = df.where(F.col("reason").isNotNull()).select(*REJECT_COLUMNS)
+    return accepted, rejected

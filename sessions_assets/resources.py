@@ -1,0 +1,57 @@
+"""The Spark + Delta runtime, as a Dagster resource.
+
+The session is created lazily, on first use inside a run (never at import), by ``dagster-pyspark``'s
+``LazyPySparkResource``; every setting that matters for correctness (UTC, Delta) is fixed here, while
+the master and sizing come from the environment so the same code runs on a cluster.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from dagster_pyspark import LazyPySparkResource
+from delta import configure_spark_with_delta_pip
+from pyspark.sql import SparkSession
+
+
+def delta_packages() -> str:
+    """The Maven coordinate of the Delta jar matching the installed ``delta-spark`` and ``pyspark``."""
+    builder = configure_spark_with_delta_pip(SparkSession.Builder())
+    return builder._options["spark.jars.packages"]  # computed by delta-spark, read back here
+
+
+def spark_config(
+    master: str | None = None, shuffle_partitions: int | None = None, ui: bool | None = None
+) -> dict[str, Any]:
+    """Spark configuration for the pipeline; arguments override ``SPARK_MASTER`` etc. from the environment."""
+    master = master or os.environ.get("SPARK_MASTER", "local[2]")
+    shuffle_partitions = shuffle_partitions or int(os.environ.get("SPARK_SHUFFLE_PARTITIONS", "4"))
+    ui = ui if ui is not None else os.environ.get("SPARK_UI", "false").lower() == "true"
+    config: dict[str, Any] = {
+        "spark.master": master,
+        "spark.app.name": "sessions-assets",
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        # Partition keys are UTC days and the contract reads offset-less timestamps as UTC.
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.default.parallelism": str(shuffle_partitions),
+        # Delta rebuilds its snapshot state with this many tasks (default 50): too many for small tables.
+        "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.databricks.delta.schema.autoMerge.enabled": "false",
+        "spark.ui.enabled": str(ui).lower(),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.memory": os.environ.get("SPARK_DRIVER_MEMORY", "4g"),
+        "spark.sql.sources.partitionOverwriteMode": "static",
+    }
+    jars = os.environ.get("SPARK_JARS")  # pre-fetched jars (e.g. `mvn dependency:copy`), if resolution fails
+    if jars:
+        config["spark.jars"] = jars
+    else:
+        config["spark.jars.packages"] = delta_packages()
+    return config
+
+
+def spark_resource(**overrides: Any) -> LazyPySparkResource:
+    return LazyPySparkResource(spark_config=spark_config(**overrides))

@@ -1,0 +1,145 @@
+"""The Delta tables under ``$ROOT/warehouse``: their schemas, partition columns and atomic writes.
+
+Each write is one Delta transaction: ``replaceWhere`` replaces exactly a partition window, ``MERGE``
+upserts and deletes in one commit. A failed run therefore leaves a table at its last committed version,
+and a re-run that would write the same rows writes nothing at all (no new version).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sessions_assets.config import PipelineSettings
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    partition_column: str
+    schema: T.StructType
+    # Rows are clustered by these inside each partition so that Parquet statistics let readers skip.
+    sort_columns: tuple[str, ...] = ()
+
+
+_TYPES = {
+    "string": T.StringType(), "timestamp": T.TimestampType(), "date": T.DateType(),
+    "long": T.LongType(), "boolean": T.BooleanType(), "double": T.DoubleType(),
+}  # fmt: skip
+
+
+def _schema(columns: str) -> T.StructType:
+    """``"name type, ..."`` -> StructType, without a Spark session (tables are declared at import)."""
+    return T.StructType([T.StructField(n, _TYPES[t]) for n, t in (c.split() for c in columns.split(","))])
+
+
+RAW_EVENTS = Table(
+    "raw_events",
+    "received_date",
+    _schema(
+        "message_id string, type string, event string, user_id string, anonymous_id string, user_key string, "
+        "timestamp timestamp, received_at timestamp, sent_at_raw string, event_date date, source_file string, "
+        "payload string, received_date date"
+    ),
+    ("event_date", "user_key"),
+)
+REJECTED_EVENTS = Table(
+    "rejected_events", "received_date", _schema("payload string, reason string, source_file string, received_date date")
+)
+PARTITION_MAP = Table(
+    "partition_map", "received_date", _schema("received_date date, event_date date, events long"), ("event_date",)
+)
+EVENTS = Table(
+    "events",
+    "event_date",
+    _schema(
+        "message_id string, user_key string, user_id string, anonymous_id string, type string, event string, "
+        "timestamp timestamp, received_at timestamp, received_date date, event_date date"
+    ),
+    ("user_key", "timestamp"),
+)
+SESSIONS = Table(
+    "sessions",
+    "session_date",
+    _schema(
+        "session_id string, user_key string, session_start timestamp, session_end timestamp, num_events long, "
+        "ended_by_cap boolean, session_date date"
+    ),
+    ("user_key", "session_start"),
+)
+DAILY_SNAPSHOT = Table(
+    "daily_snapshot",
+    "snapshot_date",
+    _schema(
+        "snapshot_date date, state string, users_on_hand long, users_entered long, users_exited long, "
+        "avg_days_in_state double"
+    ),
+    ("state",),
+)
+
+
+class Warehouse:
+    """The pipeline's Delta tables, created on first use so that readers never meet a missing table."""
+
+    def __init__(self, spark: SparkSession, settings: PipelineSettings):
+        self.spark = spark
+        self.settings = settings
+
+    def path(self, table: Table) -> str:
+        return self.settings.table_path(table.name)
+
+    def delta(self, table: Table) -> DeltaTable:
+        path = self.path(table)
+        if not DeltaTable.isDeltaTable(self.spark, path):
+            (
+                DeltaTable.createIfNotExists(self.spark)
+                .location(path)
+                .addColumns(table.schema)
+                .partitionedBy(table.partition_column)
+                .execute()
+            )
+        return DeltaTable.forPath(self.spark, path)
+
+    def read(self, table: Table, first: date | None = None, last: date | None = None) -> DataFrame:
+        """The table, pruned to partitions ``first..last`` (inclusive) when given."""
+        df = self.delta(table).toDF()
+        if first is not None:
+            df = df.where(F.col(table.partition_column) >= F.lit(first))
+        if last is not None:
+            df = df.where(F.col(table.partition_column) <= F.lit(last))
+        return df
+
+    def version(self, table: Table) -> int:
+        return self.delta(table).history(1).select("version").head()[0]
+
+    def replace_partitions(self, table: Table, rows: DataFrame, first: date, last: date) -> bool:
+        """Atomically make partitions ``first..last`` hold exactly ``rows``; skip the commit if they already do.
+
+        Returns whether a new table version was written.
+        """
+        rows = rows.select(*table.schema.fieldNames())
+        if table.sort_columns:
+            rows = rows.sortWithinPartitions(table.partition_column, *table.sort_columns)
+        current = self.read(table, first, last)
+        if _fingerprint(current) == _fingerprint(rows):
+            return False
+        column = table.partition_column
+        (
+            rows.write.format("delta")
+            .mode("overwrite")
+            .option("replaceWhere", f"{column} >= '{first.isoformat()}' AND {column} <= '{last.isoformat()}'")
+            .save(self.path(table))
+        )
+        return True
+
+
+def _fingerprint(df: DataFrame) -> tuple[int, int]:
+    """(rows, order-independent content hash): equal for equal multisets of rows, barring hash collisions."""
+    row_hash = F.xxhash64(*[F.col(c) for c in df.columns]).cast("decimal(38,0)")
+    count, total = df.agg(F.count(F.lit(1)), F.coalesce(F.sum(row_hash), F.lit(0))).head()
+    return count, int(total)
