@@ -117,38 +117,47 @@ def _merge(wh: Warehouse, fresh: DataFrame) -> SessionChanges:
         .distinct()
     )
     new = fresh.select(*SESSION_COLUMNS)
-    upserts = new.exceptAll(old).persist()
-    removed = old.exceptAll(new).persist()
+    upserts = new.exceptAll(old)
+    deletes = old.exceptAll(new).join(upserts.select("session_id"), "session_id", "left_anti")
+    diff = (
+        upserts.withColumn("_op", F.lit("upsert")).unionByName(deletes.withColumn("_op", F.lit("delete"))).persist()
+    )
     try:
-        deletes = removed.join(upserts.select("session_id"), "session_id", "left_anti")
-        changes.written = upserts.count()
-        changes.merged_away = deletes.count()
-        changes.capped = upserts.where("ended_by_cap").count()
-        changes.moved = (
-            deletes.alias("o")
-            .join(new.alias("n"), "user_key")
-            .where(
-                (F.col("o.session_start") <= F.col("n.session_end"))
-                & (F.col("o.session_end") >= F.col("n.session_start"))
-                & (F.col("o.session_date") != F.col("n.session_date"))
-            )
-            .select("o.session_id")
-            .distinct()
-            .count()
-        )
+        summary = diff.agg(
+            F.sum((F.col("_op") == "upsert").cast("int")),
+            F.sum((F.col("_op") == "delete").cast("int")),
+            F.sum(((F.col("_op") == "upsert") & F.col("ended_by_cap")).cast("int")),
+            F.collect_set("session_date"),
+        ).head()
+        changes.written, changes.merged_away, changes.capped = (summary[0] or 0, summary[1] or 0, summary[2] or 0)
+        if changes.merged_away:
+            changes.moved = _moved(diff.where("_op = 'delete'"), new)
         if changes.written or changes.merged_away:
-            _apply(wh, upserts, deletes)
+            _apply(wh, diff, sorted(summary[3]))
             changes.committed = True
         return changes
     finally:
-        upserts.unpersist()
-        removed.unpersist()
+        diff.unpersist()
 
 
-def _apply(wh: Warehouse, upserts: DataFrame, deletes: DataFrame) -> None:
+def _moved(deleted: DataFrame, new: DataFrame) -> int:
+    """Deleted rows whose events now belong to a session starting on another day."""
+    return (
+        deleted.alias("o")
+        .join(new.alias("n"), "user_key")
+        .where(
+            (F.col("o.session_start") <= F.col("n.session_end"))
+            & (F.col("o.session_end") >= F.col("n.session_start"))
+            & (F.col("o.session_date") != F.col("n.session_date"))
+        )
+        .select("o.session_id")
+        .distinct()
+        .count()
+    )
+
+
+def _apply(wh: Warehouse, source: DataFrame, days: list[date]) -> None:
     """One ``MERGE``: upsert new and changed sessions, delete superseded ones, in a single commit."""
-    source = upserts.withColumn("_op", F.lit("upsert")).unionByName(deletes.withColumn("_op", F.lit("delete")))
-    days = sorted({row[0] for row in source.select("session_date").distinct().collect()})
     in_days = ", ".join(f"DATE'{d.isoformat()}'" for d in days)
     assignments = {c: f"s.{c}" for c in SESSION_COLUMNS}
     (
