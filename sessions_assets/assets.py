@@ -107,19 +107,8 @@ def events(context: dg.AssetExecutionContext, spark: LazyPySparkResource, settin
     """Accepted events by event day, one row per ``messageId``, from only the received days the map names."""
     first, last = _window(context)
     wh = _warehouse(spark, settings)
-    received_days = sorted(
-        r.received_date
-        for r in wh.read(PARTITION_MAP).where(F.col("event_date").between(F.lit(first), F.lit(last)))
-        .select("received_date").distinct().collect()
-    )  # fmt: skip
-    raw = (
-        wh.read(RAW_EVENTS)
-        .where(F.col("received_date").isin(received_days))
-        .where(F.col("event_date").between(F.lit(first), F.lit(last)))
-    )
-    if not received_days:
-        raw = raw.limit(0)
-    raw = raw.persist()
+    received_days = ev.contributing_received_days(wh, first, last)
+    raw = ev.raw_rows_for(wh, received_days, first, last).persist()
     try:
         rows = ev.dedupe(raw).persist()
         written = wh.replace_partitions(EVENTS, rows, first, last)

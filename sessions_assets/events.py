@@ -8,7 +8,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from sessions_assets.tables import EVENTS
+from datetime import date
+
+from sessions_assets.tables import EVENTS, PARTITION_MAP, RAW_EVENTS, Warehouse
 
 DEDUP_KEY = "message_id"
 # The copy kept is the earliest received; ties are broken on stable columns so any arrival order agrees.
@@ -24,3 +26,18 @@ def dedupe(raw: DataFrame) -> DataFrame:
 def partition_map_rows(accepted: DataFrame) -> DataFrame:
     """Which event days one received day's accepted rows touch, with counts (the recorded mapping)."""
     return accepted.groupBy("received_date", "event_date").agg(F.count(F.lit(1)).alias("events"))
+
+
+def contributing_received_days(wh: Warehouse, first: date, last: date) -> list[date]:
+    """The received days whose accepted rows include event days ``first..last``, from the recorded map."""
+    rows = wh.read(PARTITION_MAP).where(F.col("event_date").between(F.lit(first), F.lit(last)))
+    return sorted(r.received_date for r in rows.select("received_date").distinct().collect())
+
+
+def raw_rows_for(wh: Warehouse, received_days: list[date], first: date, last: date) -> DataFrame:
+    """Accepted rows of event days ``first..last``, reading only the named ``received_date`` partitions."""
+    return (
+        wh.read(RAW_EVENTS)
+        .where(F.col("received_date").isin(received_days) if received_days else F.lit(False))
+        .where(F.col("event_date").between(F.lit(first), F.lit(last)))
+    )
