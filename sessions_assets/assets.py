@@ -146,3 +146,6 @@ def sessions(context: dg.AssetExecutionContext, spark: LazyPySparkResource, sett
             "committed": changes.committed,
         }
     )
+
+
+ALL_ASSETS = [ingest_received_day, events, sessions]

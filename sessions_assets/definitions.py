@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from sessions_assets import assets
+from sessions_assets import assets, sensors
 from sessions_assets.config import PipelineSettings, data_root_from_env, start_date_from_env
 from sessions_assets.resources import spark_resource
 
@@ -17,6 +17,10 @@ def build_resources(data_root: str | None = None, **spark_overrides) -> dict:
     }
 
 
-ALL_ASSETS = [assets.ingest_received_day, assets.events, assets.sessions]
-
-defs = dg.Definitions(assets=ALL_ASSETS, resources=build_resources())
+defs = dg.Definitions(
+    assets=assets.ALL_ASSETS,
+    jobs=[sensors.ingest_job],
+    sensors=[sensors.landing_sensor, sensors.late_data_sensor],
+    schedules=[sensors.daily_ingest_schedule],
+    resources=build_resources(),
+)

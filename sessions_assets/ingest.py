@@ -54,6 +54,17 @@ def landing_files(settings: PipelineSettings, received_day: date) -> list[str]:
     return sorted(str(p.absolute()) for pattern in LANDING_GLOBS for p in folder.glob(pattern))
 
 
+def landing_days(settings: PipelineSettings) -> list[date]:
+    """Received days present in the landing zone, oldest first."""
+    prefix = "received_date="
+    return sorted(
+        date.fromisoformat(p.name[len(prefix) :])
+        for p in settings.landing.glob(f"{prefix}*")
+        if p.is_dir()
+    )
+
+
+
 LANDING_FINGERPRINT = "landing_fingerprint"
 
 

@@ -61,3 +61,9 @@ def contiguous_ranges(days: set[date] | list[date], max_len: int | None = None) 
         else:
             ranges.append((d, d))
     return ranges
+
+
+def partition_bounds() -> tuple[date, date]:
+    """The first and last partition day that exist now."""
+    keys = daily_partitions.get_partition_keys()
+    return date.fromisoformat(keys[0]), date.fromisoformat(keys[-1])

@@ -42,6 +42,7 @@ def spark_config(
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
         "spark.ui.enabled": str(ui).lower(),
         "spark.ui.showConsoleProgress": "false",
+        "spark.log.level": os.environ.get("SPARK_LOG_LEVEL", "ERROR"),
         "spark.driver.memory": os.environ.get("SPARK_DRIVER_MEMORY", "4g"),
         "spark.sql.sources.partitionOverwriteMode": "static",
     }

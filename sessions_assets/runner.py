@@ -9,25 +9,20 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import date
+
 import dagster as dg
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-from pyspark.sql import functions as F
 
 from sessions_assets import ingest
-from sessions_assets.affected import RebuildPlan, plan_rebuild
-from sessions_assets.config import PipelineSettings, max_days_per_run_from_env
-from sessions_assets.definitions import ALL_ASSETS
-from sessions_assets.partitions import daily_partitions
-from sessions_assets.tables import PARTITION_MAP, Warehouse
+from sessions_assets.affected import RebuildPlan
+from sessions_assets.assets import ALL_ASSETS
+from sessions_assets.config import PipelineSettings
+from sessions_assets.sensors import partition_map_records, plan_for
+from sessions_assets.tables import Warehouse
 
-def landing_days(settings: PipelineSettings) -> list[date]:
-    """Received days present in the landing zone, oldest first."""
-    prefix = "received_date="
-    return sorted(
-        date.fromisoformat(p.name[len(prefix) :])
-        for p in settings.landing.glob(f"{prefix}*")
-        if p.is_dir()
-    )
+ASSET_NAMES = {key.to_user_string() for assets_def in ALL_ASSETS for key in assets_def.keys}
+# Runs log to the instance (visible in the UI); the console only hears about problems.
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def recorded_fingerprint(instance: dg.DagsterInstance, received_day: date) -> str | None:
@@ -44,27 +39,11 @@ def recorded_fingerprint(instance: dg.DagsterInstance, received_day: date) -> st
 
 def pending_received_days(instance: dg.DagsterInstance, settings: PipelineSettings) -> list[date]:
     """Received days that are new or whose files changed since they were last ingested."""
-    return [d for d in landing_days(settings) if recorded_fingerprint(instance, d) != ingest.landing_fingerprint(settings, d)]
-
-
-def touched_event_days(wh: Warehouse, received_days: list[date]) -> dict[date, set[date]]:
-    """The recorded partition map of ``received_days``."""
-    touched: dict[date, set[date]] = {d: set() for d in received_days}
-    if received_days:
-        rows = wh.read(PARTITION_MAP).where(F.col("received_date").isin(received_days))
-        for row in rows.select("received_date", "event_date").collect():
-            touched[row.received_date].add(row.event_date)
-    return touched
-
-
-def ingested_horizon(wh: Warehouse) -> date | None:
-    """The latest received day ingested so far: the data's horizon, which the snapshot runs up to."""
-    return wh.read(PARTITION_MAP).agg(F.max("received_date")).head()[0]
-
-
-def partition_bounds() -> tuple[date, date]:
-    keys = daily_partitions.get_partition_keys()
-    return date.fromisoformat(keys[0]), date.fromisoformat(keys[-1])
+    return [
+        day
+        for day in ingest.landing_days(settings)
+        if recorded_fingerprint(instance, day) != ingest.landing_fingerprint(settings, day)
+    ]
 
 
 @dataclass
@@ -100,8 +79,11 @@ class Runner:
             }
         return dg.materialize(
             ALL_ASSETS,
+            run_config=QUIET,
             selection=dg.AssetSelection.assets(asset).required_multi_asset_neighbors(),
-            instance=self.instance, resources=self.resources, **kwargs
+            instance=self.instance,
+            resources=self.resources,
+            **kwargs,
         )
 
     @property
@@ -112,9 +94,7 @@ class Runner:
         """Materialize the plan's partitions in dependency order; return rows reported per asset."""
         rows: dict[str, int] = {}
         for asset, ranges in (("events", plan.events), ("sessions", plan.sessions), ("daily_snapshot", plan.snapshot)):
-            if asset not in {k.to_user_string() for a in ALL_ASSETS for k in a.keys}:
-                continue
-            for first, last in ranges:
+            for first, last in ranges if asset in ASSET_NAMES else ():
                 result = self.materialize(asset, first, last)
                 for event in result.get_asset_materialization_events():
                     metadata = event.materialization.metadata
@@ -127,13 +107,8 @@ class Runner:
         """Ingest one received day and rebuild exactly the partitions it affected."""
         started = time.monotonic()
         self.materialize("raw_events", received_day)
-        wh = self.warehouse
-        plan = plan_rebuild(
-            touched_event_days(wh, [received_day]),
-            ingested_horizon(wh) or received_day,
-            partition_bounds(),
-            max_days_per_run_from_env(),
-        )
+        records = partition_map_records(self.instance, partition=received_day.isoformat())
+        plan = plan_for(self.instance, records, with_snapshot="daily_snapshot" in ASSET_NAMES)
         report = DayReport(received_day, plan)
         report.rows = self.apply(plan)
         report.seconds = time.monotonic() - started

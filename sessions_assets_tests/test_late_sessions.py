@@ -53,7 +53,8 @@ def sessions_by_user(tmp_path_factory, spark):
     import dagster as dg
 
     from sessions_assets.definitions import build_resources
-    from sessions_assets.runner import Runner, landing_days
+    from sessions_assets.ingest import landing_days
+    from sessions_assets.runner import Runner
     from sessions_assets.tables import SESSIONS
 
     root = tmp_path_factory.mktemp("late") / "data"

@@ -1,0 +1,37 @@
+# Entry points. Each target sets up what it needs (a .venv with pinned packages) on a fresh machine.
+#   make demo   generate the bundled sample landing zone under ./data and run the whole pipeline
+#   make test   run the test suite (what CI runs, via .ci/run)
+#   make dev    serve the Dagster UI and daemon with this project's definitions
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DATA_ROOT ?= data
+export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
+export SESSIONS_DATA_ROOT ?= $(CURDIR)/$(DATA_ROOT)
+
+.PHONY: setup demo test dev clean
+
+$(BIN)/sessions-assets: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@
+
+setup: $(BIN)/sessions-assets
+
+$(DAGSTER_HOME)/dagster.yaml: dagster.yaml
+	mkdir -p $(DAGSTER_HOME)
+	cp dagster.yaml $@
+
+demo: setup $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/sessions-assets generate --data-root $(SESSIONS_DATA_ROOT) --days 14 --users 200
+	$(BIN)/sessions-assets run --data-root $(SESSIONS_DATA_ROOT)
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+dev: setup $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/dagster dev -w workspace.yaml
+
+clean:
+	rm -rf $(VENV) $(DAGSTER_HOME) $(DATA_ROOT) *.egg-info
