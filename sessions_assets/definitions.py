@@ -17,10 +17,14 @@ def build_resources(data_root: str | None = None, **spark_overrides) -> dict:
     }
 
 
-defs = dg.Definitions(
-    assets=assets.ALL_ASSETS,
-    jobs=[sensors.ingest_job],
-    sensors=[sensors.landing_sensor, sensors.late_data_sensor],
-    schedules=[sensors.daily_ingest_schedule],
-    resources=build_resources(),
-)
+def build_definitions(resources: dict) -> dg.Definitions:
+    return dg.Definitions(
+        assets=assets.ALL_ASSETS,
+        jobs=[sensors.ingest_job],
+        sensors=[sensors.landing_sensor, sensors.late_data_sensor],
+        schedules=[sensors.daily_ingest_schedule],
+        resources=resources,
+    )
+
+
+defs = build_definitions(build_resources())
