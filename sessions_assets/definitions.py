@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from sessions_assets import assets, sensors
+from sessions_assets import assets, checks, sensors
 from sessions_assets.config import PipelineSettings, data_root_from_env, start_date_from_env
 from sessions_assets.resources import spark_resource
 
@@ -20,9 +20,10 @@ def build_resources(data_root: str | None = None, **spark_overrides) -> dict:
 def build_definitions(resources: dict) -> dg.Definitions:
     return dg.Definitions(
         assets=assets.ALL_ASSETS,
-        jobs=[sensors.ingest_job],
+        asset_checks=checks.SESSION_CHECKS,
+        jobs=[sensors.ingest_job, checks.checks_job],
         sensors=[sensors.landing_sensor, sensors.late_data_sensor],
-        schedules=[sensors.daily_ingest_schedule],
+        schedules=[sensors.daily_ingest_schedule, checks.daily_checks_schedule],
         resources=resources,
     )
 

@@ -25,7 +25,7 @@ PARTITION_MAP = dg.AssetKey("partition_map")
 RECEIVED_DAYS_TAG = "sessions/received_days"
 
 ingest_job = dg.define_asset_job(
-    "ingest_received_day",
+    "ingest_job",
     selection=dg.AssetSelection.assets("raw_events").required_multi_asset_neighbors(),
     partitions_def=daily_partitions,
 )

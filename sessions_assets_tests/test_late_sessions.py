@@ -49,9 +49,11 @@ SCENARIOS = {
 
 
 @pytest.fixture(scope="module")
-def sessions_by_user(tmp_path_factory, spark):
+def pipeline(tmp_path_factory, spark):
     import dagster as dg
 
+    from sessions_assets.assets import ALL_ASSETS
+    from sessions_assets.checks import SESSION_CHECKS
     from sessions_assets.definitions import build_resources
     from sessions_assets.ingest import landing_days
     from sessions_assets.runner import Runner
@@ -65,12 +67,23 @@ def sessions_by_user(tmp_path_factory, spark):
         for received_day in landing_days(resources["settings"]):
             runner.process(received_day)
         rows = runner.warehouse.read(SESSIONS).collect()
+        checks = dg.materialize(
+            [*ALL_ASSETS, *SESSION_CHECKS],
+            selection=dg.AssetSelection.checks(*SESSION_CHECKS),
+            instance=instance,
+            resources=resources,
+        ).get_asset_check_evaluations()
     by_user: dict[str, list[tuple]] = {}
     for r in sorted(rows, key=lambda r: (r.user_key, r.session_start)):
         by_user.setdefault(r.user_key, []).append(
             (r.session_date.isoformat(), _hm(r.session_start), _hm(r.session_end), r.num_events, r.ended_by_cap)
         )
-    return by_user
+    return by_user, checks
+
+
+@pytest.fixture(scope="module")
+def sessions_by_user(pipeline):
+    return pipeline[0]
 
 
 def _hm(moment) -> str:
@@ -129,3 +142,9 @@ def test_redelivered_duplicate_does_not_change_counts(sessions_by_user):
 
 def test_no_scenario_leaves_stray_sessions(sessions_by_user):
     assert set(sessions_by_user) == set(SCENARIOS)
+
+
+def test_asset_checks_pass_on_the_result(pipeline):
+    evaluations = {e.check_name: e for e in pipeline[1]}
+    assert set(evaluations) == {"sessions_do_not_overlap", "sessions_count_their_events", "sessions_within_cap"}
+    assert all(e.passed for e in evaluations.values()), {n: e.metadata for n, e in evaluations.items()}
