@@ -117,11 +117,7 @@ def _merge(wh: Warehouse, fresh: DataFrame) -> SessionChanges:
         .distinct()
     )
     new = fresh.select(*SESSION_COLUMNS)
-    upserts = new.exceptAll(old)
-    deletes = old.exceptAll(new).join(upserts.select("session_id"), "session_id", "left_anti")
-    diff = (
-        upserts.withColumn("_op", F.lit("upsert")).unionByName(deletes.withColumn("_op", F.lit("delete"))).persist()
-    )
+    diff = _diff(new, old).persist()
     try:
         summary = diff.agg(
             F.sum((F.col("_op") == "upsert").cast("int")),
@@ -138,6 +134,19 @@ def _merge(wh: Warehouse, fresh: DataFrame) -> SessionChanges:
         return changes
     finally:
         diff.unpersist()
+
+
+def _diff(new: DataFrame, old: DataFrame) -> DataFrame:
+    """Rows to upsert (new or changed) and to delete (superseded), tagged by ``_op``; unchanged rows drop out."""
+    joined = new.alias("n").join(old.alias("o"), "session_id", "full_outer")
+    same = F.lit(True)
+    for column in SESSION_COLUMNS[1:]:
+        same = same & F.col(f"n.{column}").eqNullSafe(F.col(f"o.{column}"))
+    op = F.when(F.col("n.user_key").isNull(), "delete").when(F.col("o.user_key").isNull() | ~same, "upsert")
+    side = lambda c: F.when(F.col("n.user_key").isNull(), F.col(f"o.{c}")).otherwise(F.col(f"n.{c}"))  # noqa: E731
+    return joined.select(
+        "session_id", *[side(c).alias(c) for c in SESSION_COLUMNS[1:]], op.alias("_op")
+    ).where(F.col("_op").isNotNull())
 
 
 def _moved(deleted: DataFrame, new: DataFrame) -> int:

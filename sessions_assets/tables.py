@@ -89,20 +89,24 @@ class Warehouse:
     def __init__(self, spark: SparkSession, settings: PipelineSettings):
         self.spark = spark
         self.settings = settings
+        self._created: set[str] = set()
 
     def path(self, table: Table) -> str:
         return self.settings.table_path(table.name)
 
     def delta(self, table: Table) -> DeltaTable:
+        """The table at its latest version (created empty on first use)."""
         path = self.path(table)
-        if not DeltaTable.isDeltaTable(self.spark, path):
-            (
-                DeltaTable.createIfNotExists(self.spark)
-                .location(path)
-                .addColumns(table.schema)
-                .partitionedBy(table.partition_column)
-                .execute()
-            )
+        if table.name not in self._created:
+            if not DeltaTable.isDeltaTable(self.spark, path):
+                (
+                    DeltaTable.createIfNotExists(self.spark)
+                    .location(path)
+                    .addColumns(table.schema)
+                    .partitionedBy(table.partition_column)
+                    .execute()
+                )
+            self._created.add(table.name)
         return DeltaTable.forPath(self.spark, path)
 
     def read(self, table: Table, first: date | None = None, last: date | None = None) -> DataFrame:
