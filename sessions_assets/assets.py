@@ -44,7 +44,7 @@ def _warehouse(spark: LazyPySparkResource, settings: PipelineSettings) -> Wareho
         ),
     ],
     partitions_def=daily_partitions,
-    group_name="ingest",
+    group_name="sessions_pipeline",
 )
 def ingest_received_day(context: dg.AssetExecutionContext, spark: LazyPySparkResource, settings: PipelineSettings):
     """Parse one received day's landing files, split accepted from rejected, record the event days touched."""
@@ -101,7 +101,7 @@ def ingest_received_day(context: dg.AssetExecutionContext, spark: LazyPySparkRes
     partitions_def=daily_partitions,
     deps=[dg.AssetDep("raw_events", partition_mapping=ANY_RECEIVED_DAY), dg.AssetDep("partition_map", partition_mapping=ANY_RECEIVED_DAY)],
     backfill_policy=RANGE_POLICY,
-    group_name="model",
+    group_name="sessions_pipeline",
 )
 def events(context: dg.AssetExecutionContext, spark: LazyPySparkResource, settings: PipelineSettings) -> dg.MaterializeResult:
     """Accepted events by event day, one row per ``messageId``, from only the received days the map names."""
@@ -130,7 +130,7 @@ def events(context: dg.AssetExecutionContext, spark: LazyPySparkResource, settin
     partitions_def=daily_partitions,
     deps=[dg.AssetDep(events, partition_mapping=SESSION_NEIGHBOURS)],
     backfill_policy=RANGE_POLICY,
-    group_name="model",
+    group_name="sessions_pipeline",
 )
 def sessions(context: dg.AssetExecutionContext, spark: LazyPySparkResource, settings: PipelineSettings) -> dg.MaterializeResult:
     """Sessions by start day, exact under late data: chains touching the days are recomputed and merged."""
