@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from sessions_assets.config import PipelineSettings
 from sessions_assets.sessionize import assign_chains, sessions_from_chains
-from sessions_assets.tables import EVENTS, PARTITION_MAP, SESSIONS, Warehouse
+from sessions_assets.tables import EVENTS, PARTITION_MAP, SESSIONS, Warehouse, diff_rows
 
 SESSION_COLUMNS = SESSIONS.schema.fieldNames()
 
@@ -117,7 +117,7 @@ def _merge(wh: Warehouse, fresh: DataFrame) -> SessionChanges:
         .distinct()
     )
     new = fresh.select(*SESSION_COLUMNS)
-    diff = _diff(new, old).persist()
+    diff = diff_rows(new, old, ["session_id", "session_date"]).persist()
     try:
         summary = diff.agg(
             F.sum((F.col("_op") == "upsert").cast("int")),
@@ -129,24 +129,11 @@ def _merge(wh: Warehouse, fresh: DataFrame) -> SessionChanges:
         if changes.merged_away:
             changes.moved = _moved(diff.where("_op = 'delete'"), new)
         if changes.written or changes.merged_away:
-            _apply(wh, diff, sorted(summary[3]))
+            wh.apply_diff(SESSIONS, diff, ["session_id", "session_date"], sorted(summary[3]))
             changes.committed = True
         return changes
     finally:
         diff.unpersist()
-
-
-def _diff(new: DataFrame, old: DataFrame) -> DataFrame:
-    """Rows to upsert (new or changed) and to delete (superseded), tagged by ``_op``; unchanged rows drop out."""
-    joined = new.alias("n").join(old.alias("o"), "session_id", "full_outer")
-    same = F.lit(True)
-    for column in SESSION_COLUMNS[1:]:
-        same = same & F.col(f"n.{column}").eqNullSafe(F.col(f"o.{column}"))
-    op = F.when(F.col("n.user_key").isNull(), "delete").when(F.col("o.user_key").isNull() | ~same, "upsert")
-    side = lambda c: F.when(F.col("n.user_key").isNull(), F.col(f"o.{c}")).otherwise(F.col(f"n.{c}"))  # noqa: E731
-    return joined.select(
-        "session_id", *[side(c).alias(c) for c in SESSION_COLUMNS[1:]], op.alias("_op")
-    ).where(F.col("_op").isNotNull())
 
 
 def _moved(deleted: DataFrame, new: DataFrame) -> int:
@@ -162,22 +149,4 @@ def _moved(deleted: DataFrame, new: DataFrame) -> int:
         .select("o.session_id")
         .distinct()
         .count()
-    )
-
-
-def _apply(wh: Warehouse, source: DataFrame, days: list[date]) -> None:
-    """One ``MERGE``: upsert new and changed sessions, delete superseded ones, in a single commit."""
-    in_days = ", ".join(f"DATE'{d.isoformat()}'" for d in days)
-    assignments = {c: f"s.{c}" for c in SESSION_COLUMNS}
-    (
-        wh.delta(SESSIONS)
-        .alias("t")
-        .merge(
-            source.alias("s"),
-            f"t.session_date IN ({in_days}) AND t.session_date = s.session_date AND t.session_id = s.session_id",
-        )
-        .whenMatchedDelete(condition="s._op = 'delete'")
-        .whenMatchedUpdate(condition="s._op = 'upsert'", set=assignments)
-        .whenNotMatchedInsert(condition="s._op = 'upsert'", values=assignments)
-        .execute()
     )

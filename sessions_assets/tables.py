@@ -121,6 +121,26 @@ class Warehouse:
     def version(self, table: Table) -> int:
         return self.delta(table).history(1).select("version").head()[0]
 
+    def apply_diff(self, table: Table, diff: DataFrame, key: list[str], partitions: list | None = None) -> None:
+        """One ``MERGE`` applying ``diff_rows`` output: upserts and deletes by ``key``, in a single commit.
+
+        ``partitions`` (values of the partition column) lets Delta skip every other partition's files.
+        """
+        condition = " AND ".join(f"t.{k} = s.{k}" for k in key)
+        if partitions:
+            values = ", ".join(f"'{v.isoformat() if hasattr(v, 'isoformat') else v}'" for v in partitions)
+            condition = f"t.{table.partition_column} IN ({values}) AND {condition}"
+        assignments = {c: f"s.{c}" for c in table.schema.fieldNames()}
+        (
+            self.delta(table)
+            .alias("t")
+            .merge(diff.alias("s"), condition)
+            .whenMatchedDelete(condition="s._op = 'delete'")
+            .whenMatchedUpdate(condition="s._op = 'upsert'", set=assignments)
+            .whenNotMatchedInsert(condition="s._op = 'upsert'", values=assignments)
+            .execute()
+        )
+
     def replace_partitions(self, table: Table, rows: DataFrame, first: date, last: date) -> bool:
         """Atomically make partitions ``first..last`` hold exactly ``rows``; skip the commit if they already do.
 
@@ -140,6 +160,24 @@ class Warehouse:
             .save(self.path(table))
         )
         return True
+
+
+def diff_rows(new: DataFrame, old: DataFrame, key: list[str]) -> DataFrame:
+    """Rows to upsert (new or changed) and to delete (gone), tagged ``_op``; unchanged rows drop out.
+
+    ``new`` is the truth for the scope that ``old`` covers; both have the same columns.
+    """
+    columns = [c for c in new.columns if c not in key]
+    joined = new.withColumn("_new", F.lit(True)).alias("n").join(
+        old.withColumn("_old", F.lit(True)).alias("o"), key, "full_outer"
+    )
+    same = F.lit(True)
+    for column in columns:
+        same = same & F.col(f"n.{column}").eqNullSafe(F.col(f"o.{column}"))
+    gone = F.col("n._new").isNull()
+    op = F.when(gone, "delete").when(F.col("o._old").isNull() | ~same, "upsert")
+    pick = [F.when(gone, F.col(f"o.{c}")).otherwise(F.col(f"n.{c}")).alias(c) for c in columns]
+    return joined.select(*key, *pick, op.alias("_op")).where(F.col("_op").isNotNull())
 
 
 def _fingerprint(df: DataFrame) -> tuple[int, int]:
