@@ -4,7 +4,8 @@ One implementation, used by the late-data sensor and by ``sessions-assets run`` 
 records, in ``partition_map``, the event days E it touched; then
 - ``events`` rebuilds exactly E,
 - ``sessions`` rebuilds E and its neighbours (E-1..E+1, the declared ``SESSION_NEIGHBOURS``),
-- ``daily_snapshot`` rebuilds from the earliest affected session day to the data's horizon.
+- ``daily_snapshot`` rebuilds from the earliest affected session day to the data's horizon (the latest
+  received day), as one range: each day is carried from the one before.
 """
 
 from __future__ import annotations
@@ -56,9 +57,8 @@ def plan_rebuild(
     event_days = sorted({d for days in touched.values() for d in days if lo <= d <= hi})
     one = timedelta(days=1)
     session_days = {d + k * one for d in event_days for k in (-1, 0, 1) if lo <= d + k * one <= hi}
-    snapshot: tuple[DayRange, ...] = ()
-    if with_snapshot and session_days and min(session_days) <= horizon:
-        snapshot = ((min(session_days), horizon),)
+    # The snapshot is corrected from the earliest affected day and always reaches the horizon.
+    snapshot = ((min(session_days | {horizon}), horizon),) if with_snapshot and lo <= horizon <= hi else ()
     return RebuildPlan(
         received_days=tuple(sorted(touched)),
         event_days=tuple(event_days),

@@ -16,8 +16,9 @@ from pyspark.sql import functions as F
 from sessions_assets import events as ev
 from sessions_assets import ingest
 from sessions_assets.config import PipelineSettings, max_days_per_run_from_env
-from sessions_assets.partitions import ANY_RECEIVED_DAY, SESSION_NEIGHBOURS, daily_partitions
+from sessions_assets.partitions import ANY_RECEIVED_DAY, PREVIOUS_DAY, SAME_DAY, SESSION_NEIGHBOURS, daily_partitions
 from sessions_assets.session_rebuild import rebuild_sessions
+from sessions_assets.snapshot import rebuild_snapshot
 from sessions_assets.tables import EVENTS, PARTITION_MAP, RAW_EVENTS, REJECTED_EVENTS, Warehouse
 
 # One run may process at most this many days (the manifest's backfill limit); larger backfills split.
@@ -148,4 +149,30 @@ def sessions(context: dg.AssetExecutionContext, spark: LazyPySparkResource, sett
     )
 
 
-ALL_ASSETS = [ingest_received_day, events, sessions]
+@dg.asset(
+    partitions_def=daily_partitions,
+    deps=[
+        dg.AssetDep(sessions, partition_mapping=SAME_DAY),
+        dg.AssetDep("daily_snapshot", partition_mapping=PREVIOUS_DAY),
+    ],
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    group_name="sessions_pipeline",
+)
+def daily_snapshot(
+    context: dg.AssetExecutionContext, spark: LazyPySparkResource, settings: PipelineSettings
+) -> dg.MaterializeResult:
+    """Users on hand per lifecycle state at each day's end, carried from the previous day's balance."""
+    first, last = _window(context)
+    changes = rebuild_snapshot(_warehouse(spark, settings), first, last, settings)
+    return dg.MaterializeResult(
+        metadata={
+            "days_rewritten": changes.days_rewritten,
+            "first_day_rewritten": (changes.first or first).isoformat(),
+            "users_walked": changes.users_walked,
+            "users_whose_state_changed": changes.users_changed,
+            **{f"on_hand_{state}": count for state, count in changes.on_hand_latest.items()},
+        }
+    )
+
+
+ALL_ASSETS = [ingest_received_day, events, sessions, daily_snapshot]

@@ -26,6 +26,7 @@ daily_partitions = dg.DailyPartitionsDefinition(
 SESSION_NEIGHBOURS = dg.TimeWindowPartitionMapping(start_offset=-1, end_offset=1)
 
 # The snapshot of day D is the snapshot of D-1 carried forward with the sessions of D.
+SAME_DAY = dg.TimeWindowPartitionMapping(start_offset=0, end_offset=0)
 PREVIOUS_DAY = dg.TimeWindowPartitionMapping(start_offset=-1, end_offset=-1)
 
 # ``events`` of one day may draw on any received day (events arrive up to 400 days late); which ones is

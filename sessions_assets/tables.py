@@ -21,7 +21,7 @@ from sessions_assets.config import PipelineSettings
 @dataclass(frozen=True)
 class Table:
     name: str
-    partition_column: str
+    partition_column: str | None
     schema: T.StructType
     # Rows are clustered by these inside each partition so that Parquet statistics let readers skip.
     sort_columns: tuple[str, ...] = ()
@@ -77,10 +77,13 @@ DAILY_SNAPSHOT = Table(
     "snapshot_date",
     _schema(
         "snapshot_date date, state string, users_on_hand long, users_entered long, users_exited long, "
-        "avg_days_in_state double"
+        "avg_days_in_state double, sum_days_in_state long"
     ),
     ("state",),
 )
+# Each user's lifecycle history, one row per stay in a state (valid_to null = still in it at the horizon):
+# the per-user balance the snapshot carries forward. Small: rows grow with state changes, not events.
+USER_STATES = Table("user_states", None, _schema("user_key string, state string, valid_from date, valid_to date"))
 
 
 class Warehouse:
@@ -99,13 +102,10 @@ class Warehouse:
         path = self.path(table)
         if table.name not in self._created:
             if not DeltaTable.isDeltaTable(self.spark, path):
-                (
-                    DeltaTable.createIfNotExists(self.spark)
-                    .location(path)
-                    .addColumns(table.schema)
-                    .partitionedBy(table.partition_column)
-                    .execute()
-                )
+                builder = DeltaTable.createIfNotExists(self.spark).location(path).addColumns(table.schema)
+                if table.partition_column:
+                    builder = builder.partitionedBy(table.partition_column)
+                builder.execute()
             self._created.add(table.name)
         return DeltaTable.forPath(self.spark, path)
 
@@ -127,7 +127,7 @@ class Warehouse:
         ``partitions`` (values of the partition column) lets Delta skip every other partition's files.
         """
         condition = " AND ".join(f"t.{k} = s.{k}" for k in key)
-        if partitions:
+        if partitions and table.partition_column:
             values = ", ".join(f"'{v.isoformat() if hasattr(v, 'isoformat') else v}'" for v in partitions)
             condition = f"t.{table.partition_column} IN ({values}) AND {condition}"
         assignments = {c: f"s.{c}" for c in table.schema.fieldNames()}

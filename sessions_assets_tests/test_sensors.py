@@ -40,6 +40,7 @@ def test_late_data_sensor_requests_touched_days_and_their_neighbours(data_root, 
     assert _requested(request) == {
         "events": {A.isoformat(), B.isoformat()},
         "sessions": _days(A - timedelta(days=1), A + timedelta(days=1)) | _days(B - timedelta(days=1), B + timedelta(days=1)),
+        "daily_snapshot": _days(A - timedelta(days=1), R),
     }
     assert request.tags[RECEIVED_DAYS_TAG] == R.isoformat()
 

@@ -1,0 +1,125 @@
+"""The daily accumulating snapshot against the plain-Python oracle, including late corrections.
+
+Sessions are written straight into the ``sessions`` Delta table (one session per user and day is all
+the snapshot looks at); ``rebuild_snapshot`` then runs for a day range, as the asset does.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time, timedelta, timezone
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sessions_assets.config import PipelineSettings
+from sessions_assets.snapshot import rebuild_snapshot
+from sessions_assets.tables import DAILY_SNAPSHOT, SESSIONS, Warehouse
+from sessions_assets_tests import reference
+
+DAY0 = date(2024, 1, 1)
+
+
+def _day(n: int) -> date:
+    return DAY0 + timedelta(days=n)
+
+
+def add_sessions(wh: Warehouse, sessions: list[tuple[str, int]]) -> None:
+    """Append one session per (user, day number) at noon."""
+    rows = [
+        (f"{user}-{n}", user, datetime.combine(_day(n), time(12), timezone.utc),
+         datetime.combine(_day(n), time(12, 5), timezone.utc), 2, False, _day(n))
+        for user, n in sessions
+    ]  # fmt: skip
+    wh.spark.createDataFrame(rows, SESSIONS.schema).write.format("delta").mode("append").save(wh.path(SESSIONS))
+    wh.delta(SESSIONS)  # the table exists from here on
+
+
+def table(wh: Warehouse) -> list[tuple]:
+    return sorted(
+        (r.snapshot_date, r.state, r.users_on_hand, r.users_entered, r.users_exited, round(r.avg_days_in_state, 3))
+        for r in wh.read(DAILY_SNAPSHOT).collect()
+    )
+
+
+def oracle(sessions: list[tuple[str, int]], horizon: int) -> list[tuple]:
+    rows = reference.daily_snapshot(
+        [{"user_key": u, "session_date": _day(n)} for u, n in sessions], _day(horizon), reference.Settings()
+    )
+    return sorted(
+        (r["snapshot_date"], r["state"], r["users_on_hand"], r["users_entered"], r["users_exited"],
+         round(r["avg_days_in_state"], 3))
+        for r in rows
+    )  # fmt: skip
+
+
+def test_a_user_goes_new_active_lapsing_dormant_churned(warehouse):
+    sessions = [("ann", 0), ("ann", 1)]
+    add_sessions(warehouse, sessions)
+    rebuild_snapshot(warehouse, _day(0), _day(35), PipelineSettings())
+    rows = table(warehouse)
+    assert rows == oracle(sessions, 35)
+    by_day = {(d, s): (on, en, ex, age) for d, s, on, en, ex, age in rows}
+    assert by_day[(_day(0), "new")] == (1, 1, 0, 0.0)
+    assert by_day[(_day(1), "active")] == (1, 1, 0, 0.0) and by_day[(_day(1), "new")] == (0, 0, 1, 0.0)
+    assert by_day[(_day(2), "lapsing")] == (1, 1, 0, 0.0) and by_day[(_day(8), "lapsing")] == (1, 0, 0, 6.0)
+    assert by_day[(_day(9), "dormant")] == (1, 1, 0, 0.0)
+    assert by_day[(_day(32), "churned")] == (1, 1, 0, 0.0) and by_day[(_day(35), "churned")] == (1, 0, 0, 3.0)
+
+
+def test_two_sessions_in_a_day_count_once_at_end_of_day(warehouse):
+    sessions = [("bob", 0), ("bob", 0), ("bob", 3), ("bob", 3)]  # new twice on day 0, lapsing then active on day 3
+    add_sessions(warehouse, [("bob", 0), ("bob", 3)])
+    add_sessions(warehouse, [])
+    rebuild_snapshot(warehouse, _day(0), _day(4), PipelineSettings())
+    rows = table(warehouse)
+    assert rows == oracle(sessions, 4)
+    assert [r[2] for r in rows if r[0] == _day(3)] == [1, 0]  # active 1 on hand, lapsing 0 on hand (exited)
+
+
+def test_fillers_cover_days_without_sessions(warehouse):
+    sessions = [("cy", 0), ("dee", 0), ("cy", 20)]
+    add_sessions(warehouse, sessions)
+    rebuild_snapshot(warehouse, _day(0), _day(25), PipelineSettings())
+    rows = table(warehouse)
+    assert rows == oracle(sessions, 25)
+    assert {r[0] for r in rows} == {_day(n) for n in range(26)}  # every day has its rows
+    assert all(sum(r[2] for r in rows if r[0] == _day(n)) == 2 for n in range(26))
+
+
+def test_late_session_on_an_old_day_corrects_every_later_day(warehouse):
+    sessions = [("eve", 0), ("fay", 2), ("eve", 30)]
+    add_sessions(warehouse, sessions)
+    rebuild_snapshot(warehouse, _day(0), _day(40), PipelineSettings())
+    late = [("eve", 10), ("gus", 5)]
+    add_sessions(warehouse, late)
+    changes = rebuild_snapshot(warehouse, _day(5), _day(40), PipelineSettings())
+    assert table(warehouse) == oracle(sessions + late, 40)
+    assert changes.users_changed == 2  # fay's history did not change
+
+
+def test_a_first_build_starts_at_the_first_session_day(warehouse):
+    sessions = [("hal", 3), ("hal", 4)]
+    add_sessions(warehouse, sessions)
+    changes = rebuild_snapshot(warehouse, _day(4), _day(6), PipelineSettings())
+    assert changes.first == _day(3)
+    assert table(warehouse) == oracle(sessions, 6)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    sessions=st.lists(st.tuples(st.sampled_from(["u1", "u2", "u3", "u4"]), st.integers(0, 45)), min_size=1, max_size=14),
+    batches=st.integers(1, 4),
+)
+def test_incremental_snapshot_equals_a_recompute_after_every_arrival(tmp_path_factory, spark, sessions, batches):
+    wh = Warehouse(spark, PipelineSettings(data_root=str(tmp_path_factory.mktemp("snap"))))
+    arrived: list[tuple[str, int]] = []
+    horizon = 0
+    for i in range(batches):
+        batch = sessions[i::batches]
+        if not batch:
+            continue
+        add_sessions(wh, batch)
+        arrived += batch
+        horizon = max(horizon, max(n for _, n in batch)) + 1  # the data's horizon moves on
+        rebuild_snapshot(wh, _day(min(n for _, n in batch)), _day(horizon), PipelineSettings())
+        assert table(wh) == oracle(arrived, horizon)
