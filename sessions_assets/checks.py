@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from sessions_assets.config import PipelineSettings
-from sessions_assets.tables import EVENTS, SESSIONS, Warehouse
+from sessions_assets.tables import DAILY_SNAPSHOT, EVENTS, SESSIONS, Warehouse
 
 
 def overlapping_sessions(sessions: DataFrame) -> DataFrame:
@@ -39,6 +39,19 @@ def event_count_mismatches(sessions: DataFrame, events: DataFrame) -> DataFrame:
 def overlong_sessions(sessions: DataFrame, max_hours: int) -> DataFrame:
     limit = F.make_dt_interval(F.lit(0), F.lit(max_hours))
     return sessions.where(F.col("session_end") > F.col("session_start") + limit)
+
+
+def unbalanced_snapshot_days(snapshot: DataFrame, sessions: DataFrame) -> DataFrame:
+    """Snapshot days whose on-hand users (all states) differ from the users seen up to that day."""
+    first_seen = sessions.groupBy("user_key").agg(F.min("session_date").alias("first_day"))
+    new_per_day = first_seen.groupBy(F.col("first_day").alias("snapshot_date")).agg(F.count(F.lit(1)).alias("new"))
+    on_hand = snapshot.groupBy("snapshot_date").agg(F.sum("users_on_hand").alias("on_hand"))
+    seen = F.sum(F.coalesce("new", F.lit(0))).over(Window.orderBy("snapshot_date").rowsBetween(Window.unboundedPreceding, 0))
+    return (
+        on_hand.join(new_per_day, "snapshot_date", "full_outer")
+        .withColumn("users_seen", seen)
+        .where(~F.coalesce(F.col("on_hand") == F.col("users_seen"), F.lit(False)))
+    )
 
 
 def _result(violations: DataFrame, description: str, **expected) -> dg.AssetCheckResult:
@@ -78,7 +91,16 @@ def sessions_within_cap(spark: LazyPySparkResource, settings: PipelineSettings) 
     )
 
 
-SESSION_CHECKS = [sessions_do_not_overlap, sessions_count_their_events, sessions_within_cap]
+@dg.asset_check(asset="daily_snapshot", description="Each day, users on hand over all states = users seen so far.")
+def snapshot_accounts_for_every_user(spark: LazyPySparkResource, settings: PipelineSettings) -> dg.AssetCheckResult:
+    wh = Warehouse(spark.spark_session, settings)
+    return _result(
+        unbalanced_snapshot_days(wh.read(DAILY_SNAPSHOT), wh.read(SESSIONS)),
+        "snapshot days whose users on hand differ from the distinct users with a session up to that day",
+    )
+
+
+SESSION_CHECKS = [sessions_do_not_overlap, sessions_count_their_events, sessions_within_cap, snapshot_accounts_for_every_user]
 
 checks_job = dg.define_asset_job(
     "sessions_checks", selection=dg.AssetSelection.checks(*SESSION_CHECKS)

@@ -111,7 +111,7 @@ def snapshot_rows(walked: DataFrame, resting: DataFrame, first: date, last: date
     rest = resting.agg(
         F.count(F.lit(1)).alias("n"), F.coalesce(F.sum(F.datediff(F.lit(first), "valid_from")), F.lit(0)).alias("age0")
     )
-    days = rest.select("n", "age0", F.explode(F.sequence(F.lit(first), F.lit(last))).alias("day"))
+    days = rest.where("n > 0").select("n", "age0", F.explode(F.sequence(F.lit(first), F.lit(last))).alias("day"))
     carried = days.select(
         "day",
         F.lit("churned").alias("state"),
@@ -133,7 +133,7 @@ def snapshot_rows(walked: DataFrame, resting: DataFrame, first: date, last: date
         F.coalesce("users_on_hand", zero).cast("long").alias("users_on_hand"),
         F.coalesce("users_entered", zero).cast("long").alias("users_entered"),
         F.coalesce("users_exited", zero).cast("long").alias("users_exited"),
-        F.round(F.coalesce(F.col("sum_days_in_state") / F.col("users_on_hand"), F.lit(0.0)), 4).alias("avg_days_in_state"),
+        F.round(F.coalesce(F.try_divide("sum_days_in_state", "users_on_hand"), F.lit(0.0)), 4).alias("avg_days_in_state"),
         F.coalesce("sum_days_in_state", zero).cast("long").alias("sum_days_in_state"),
     ).where("users_on_hand > 0 OR users_entered > 0 OR users_exited > 0")
 

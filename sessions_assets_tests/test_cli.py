@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sessions_assets.cli import main
 from sessions_assets.definitions import build_resources
-from sessions_assets.tables import EVENTS, RAW_EVENTS, REJECTED_EVENTS, SESSIONS, Warehouse
+from sessions_assets.tables import DAILY_SNAPSHOT, EVENTS, RAW_EVENTS, REJECTED_EVENTS, SESSIONS, Warehouse
 from sessions_assets_tests import reference
 
 
@@ -48,8 +48,14 @@ def test_run_processes_a_generated_landing_zone_exactly_once(tmp_path, spark, mo
         for s in oracle["sessions"]
     )
     assert actual == expected
+    snapshot = {(r.snapshot_date, r.state): (r.users_on_hand, r.users_entered, r.users_exited)
+                for r in wh.read(DAILY_SNAPSHOT).collect()}  # fmt: skip
+    assert snapshot == {
+        (r["snapshot_date"], r["state"]): (r["users_on_hand"], r["users_entered"], r["users_exited"])
+        for r in oracle["snapshot"]
+    }
 
-    versions = {t.name: wh.version(t) for t in (RAW_EVENTS, EVENTS, SESSIONS)}
+    versions = {t.name: wh.version(t) for t in (RAW_EVENTS, EVENTS, SESSIONS, DAILY_SNAPSHOT)}
     assert main(["run", "--data-root", str(root)]) == 0
     assert "Nothing to do" in capsys.readouterr().out
-    assert {t.name: wh.version(t) for t in (RAW_EVENTS, EVENTS, SESSIONS)} == versions
+    assert {t.name: wh.version(t) for t in (RAW_EVENTS, EVENTS, SESSIONS, DAILY_SNAPSHOT)} == versions

@@ -146,5 +146,7 @@ def test_no_scenario_leaves_stray_sessions(sessions_by_user):
 
 def test_asset_checks_pass_on_the_result(pipeline):
     evaluations = {e.check_name: e for e in pipeline[1]}
-    assert set(evaluations) == {"sessions_do_not_overlap", "sessions_count_their_events", "sessions_within_cap"}
+    assert set(evaluations) == {
+        "sessions_do_not_overlap", "sessions_count_their_events", "sessions_within_cap", "snapshot_accounts_for_every_user"
+    }
     assert all(e.passed for e in evaluations.values()), {n: e.metadata for n, e in evaluations.items()}

@@ -6,7 +6,12 @@ from datetime import timedelta
 
 import pytest
 
-from sessions_assets.checks import event_count_mismatches, overlapping_sessions, overlong_sessions
+from sessions_assets.checks import (
+    event_count_mismatches,
+    overlapping_sessions,
+    overlong_sessions,
+    unbalanced_snapshot_days,
+)
 from sessions_assets.sessionize import sessionize
 from sessions_assets_tests.landing import ts
 
@@ -55,3 +60,14 @@ def test_checks_catch_overlaps_miscounts_and_overlong_sessions(spark):
     assert overlapping_sessions(sessions).count() == 1
     assert overlong_sessions(sessions, 24).count() == 1
     assert event_count_mismatches(sessions, events).count() == 1
+
+
+def test_snapshot_check_catches_a_day_that_loses_a_user(spark):
+    sessions = spark.createDataFrame(
+        [("u", ts("2024-03-10 09:00").date()), ("v", ts("2024-03-11 09:00").date())], "user_key string, session_date date"
+    )
+    snapshot = spark.createDataFrame(
+        [(ts("2024-03-10 00:00").date(), "new", 1), (ts("2024-03-11 00:00").date(), "new", 1)],
+        "snapshot_date date, state string, users_on_hand long",
+    )
+    assert [r.snapshot_date.day for r in unbalanced_snapshot_days(snapshot, sessions).collect()] == [11]

@@ -12,8 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sessions_assets.config import PipelineSettings
-from sessions_assets.snapshot import rebuild_snapshot
-from sessions_assets.tables import DAILY_SNAPSHOT, SESSIONS, Warehouse
+from pyspark.sql import functions as F
+
+from sessions_assets.snapshot import rebuild_snapshot, snapshot_rows, states_on, walk_states
+from sessions_assets.tables import DAILY_SNAPSHOT, SESSIONS, USER_STATES, Warehouse
 from sessions_assets_tests import reference
 
 DAY0 = date(2024, 1, 1)
@@ -123,3 +125,16 @@ def test_incremental_snapshot_equals_a_recompute_after_every_arrival(tmp_path_fa
         horizon = max(horizon, max(n for _, n in batch)) + 1  # the data's horizon moves on
         rebuild_snapshot(wh, _day(min(n for _, n in batch)), _day(horizon), PipelineSettings())
         assert table(wh) == oracle(arrived, horizon)
+
+
+def test_days_without_churned_users_still_average_without_dividing_by_zero(warehouse):
+    sessions = [("ivy", 0), ("ivy", 1), ("jon", 1)]
+    add_sessions(warehouse, sessions)
+    rebuild_snapshot(warehouse, _day(0), _day(1), PipelineSettings())
+    prior = states_on(warehouse.read(USER_STATES), _day(1))
+    walked = walk_states(prior, warehouse.read(SESSIONS, _day(2), _day(3)).select("user_key", "session_date"),
+                         _day(2), _day(3), PipelineSettings())  # fmt: skip
+    resting = prior.where("state = 'churned'")  # nobody
+    rows = snapshot_rows(walked, resting, _day(2), _day(3))
+    # day 2: lapsing (2 in), new and active (1 out each); day 3: lapsing, one day old each
+    assert tuple(rows.agg(F.count(F.lit(1)), F.sum("avg_days_in_state")).head()) == (4, 1.0)
