@@ -24,7 +24,7 @@ $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 	cp dagster.yaml $@
 
 demo: setup $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/sessions-assets generate --data-root $(SESSIONS_DATA_ROOT) --days 14 --users 200
+	$(BIN)/sessions-assets generate --data-root $(SESSIONS_DATA_ROOT) --days 7 --users 100
 	$(BIN)/sessions-assets run --data-root $(SESSIONS_DATA_ROOT)
 
 test: setup
