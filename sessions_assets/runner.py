@@ -96,11 +96,11 @@ class Runner:
         for asset, ranges in (("events", plan.events), ("sessions", plan.sessions), ("daily_snapshot", plan.snapshot)):
             for first, last in ranges if asset in ASSET_NAMES else ():
                 result = self.materialize(asset, first, last)
-                for event in result.get_asset_materialization_events():
-                    metadata = event.materialization.metadata
-                    for name in ("rows", "sessions_written", "days_rewritten"):
-                        if name in metadata:
-                            rows[asset] = rows.get(asset, 0) + int(metadata[name].value)
+                # A range run reports one materialization per partition, all with the run's metadata.
+                metadata = result.get_asset_materialization_events()[0].materialization.metadata
+                for name in ("rows", "sessions_written", "days_rewritten"):
+                    if name in metadata:
+                        rows[asset] = rows.get(asset, 0) + int(metadata[name].value)
         return rows
 
     def process(self, received_day: date) -> DayReport:
