@@ -1,7 +1,24 @@
-"""The test oracle: the contract implemented plainly in Python, one event at a time.
+"""The test oracle: the data contract (``../shared/CONTRACT.md``) written out plainly in Python.
 
-Deliberately naive and independent of the production code (no Spark, no shared helpers): the tests
-compare the pipeline's incremental result with what this computes from all lines at once.
+This module is what the test-suite compares the real pipeline with. It is deliberately naive:
+
+* standard library only (no Spark, no pandas) and nothing shared with ``sessions_assets``, so a bug in the
+  pipeline cannot hide by being copied here;
+* it always recomputes everything from all landing lines at once -- no partitions, no incremental state,
+  no "affected days" -- because the contract says the incremental tables must equal exactly that;
+* it walks one line, one event, one user and one day at a time, in the contract's words, choosing
+  clarity over speed.
+
+The pieces, each usable on its own in tests::
+
+    accept_line(line)                    -> (event, None) or (None, reason)
+    accept_landing({day: [lines]})       -> accepted events, rejects (received_date, payload, reason)
+    dedupe(events)                       -> one event per message_id (the earliest received copy)
+    sessionize(events)                   -> sessions (30-minute gap, 24-hour cap)
+    daily_snapshot(sessions, horizon)    -> the accumulating snapshot rows
+    recompute({day: [lines]})            -> all of the above
+
+Where the contract leaves a detail open, the choice made here is written next to the code ("Decision:").
 """
 
 from __future__ import annotations
@@ -10,190 +27,377 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
+from fractions import Fraction
+
+__all__ = [
+    "Settings",
+    "STATES",
+    "parse_timestamp",
+    "accept_line",
+    "accept_landing",
+    "dedupe",
+    "sessionize",
+    "state_on",
+    "daily_snapshot",
+    "recompute",
+]
 
 
 @dataclass(frozen=True)
 class Settings:
+    """The contract's configurable thresholds, with its defaults."""
+
     session_gap_minutes: int = 30
     max_session_hours: int = 24
     max_future_skew_minutes: int = 60
     max_lateness_days: int = 400
     start_date: date = date(2020, 1, 1)
-    lapsing_days: int = 7
-    dormant_days: int = 30
+    lapsing_days: int = 7  # lapsing: the last session was 1..lapsing_days days before D
+    dormant_days: int = 30  # dormant: lapsing_days+1..dormant_days days; churned: more than that
 
 
-ISO = re.compile(
-    r"^(\d{4}-\d{2}-\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?(Z|[+-]\d{2}:?\d{2})?$"
+DEFAULTS = Settings()
+
+# The lifecycle states, in the order the snapshot lists them for a day.
+STATES = ("new", "active", "lapsing", "dormant", "churned")
+
+
+# --------------------------------------------------------------------------------------------------
+# Accepting events
+# --------------------------------------------------------------------------------------------------
+
+# 'YYYY-MM-DDTHH:MM[:SS[.fraction]]' then optionally 'Z', '+HH:MM', '-HH:MM', '+HHMM' or '-HHMM'.
+# ASCII digits only ([0-9], not \d, which in Python also matches other scripts' digits).
+ISO_8601 = re.compile(
+    r"(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0-9]{2})"
+    r"T(?P<hour>[0-9]{2}):(?P<minute>[0-9]{2})"
+    r"(?::(?P<second>[0-9]{2})(?:\.(?P<fraction>[0-9]+))?)?"
+    r"(?P<offset>Z|(?P<sign>[+-])(?P<offset_hours>[0-9]{2}):?(?P<offset_minutes>[0-9]{2}))?"
 )
 
 
-def parse_time(value) -> datetime | None:
-    """An ISO-8601 date-time string as an aware UTC datetime (no offset means UTC), else None."""
+def parse_timestamp(value) -> datetime | None:
+    """An ISO-8601 date-time string as an aware UTC datetime, or None when it is not one.
+
+    No offset means UTC. Fractions of a second are kept to the microsecond; further digits are cut off
+    (truncated, not rounded). Numbers, date-only strings, impossible dates or times (2024-02-30, 24:00,
+    a 60th second) and anything else give None.
+
+    Decision: the whole string must be the date-time -- surrounding whitespace makes it not ISO-8601.
+    Decision: an offset must be under 24 hours with minutes 00..59; '+HH' without minutes is not accepted.
+    """
     if not isinstance(value, str):
         return None
-    match = ISO.match(value.strip())
-    if not match:
+    match = ISO_8601.fullmatch(value)
+    if match is None:
         return None
-    day, hour, minute, second, fraction, offset = match.groups()
+    fraction = match["fraction"] or ""
+    microseconds = int(fraction[:6].ljust(6, "0"))
+    offset = timedelta(0)
+    if match["sign"] is not None:
+        hours, minutes = int(match["offset_hours"]), int(match["offset_minutes"])
+        if hours > 23 or minutes > 59:
+            return None
+        offset = timedelta(hours=hours, minutes=minutes)
+        if match["sign"] == "-":
+            offset = -offset
     try:
-        moment = datetime(
-            *map(int, day.split("-")), int(hour), int(minute), int(second or 0),
-            int((fraction or "0")[:6].ljust(6, "0")), tzinfo=timezone.utc,
-        )  # fmt: skip
-    except ValueError:
+        local = datetime(
+            int(match["year"]),
+            int(match["month"]),
+            int(match["day"]),
+            int(match["hour"]),
+            int(match["minute"]),
+            int(match["second"] or 0),
+            microseconds,
+            tzinfo=timezone(offset),
+        )
+        return local.astimezone(timezone.utc)
+    except (ValueError, OverflowError):  # no such date or time, or out of datetime's range in UTC
         return None
-    if offset and offset != "Z":
-        sign = 1 if offset[0] == "+" else -1
-        digits = offset[1:].replace(":", "")
-        moment -= sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
-    return moment
 
 
-def _text(value) -> str | None:
-    """A present, non-blank JSON string, else None (numbers, objects, null count as missing)."""
-    return value if isinstance(value, str) and value.strip() else None
+def _present_string(value) -> str | None:
+    """The value when it is a JSON string with something in it, else None.
+
+    Numbers, booleans, objects, arrays and null are "missing", and so is "".
+    Decision: a whitespace-only string counts as empty too (it cannot identify a message or a user).
+    """
+    if isinstance(value, str) and value.strip() != "":
+        return value
+    return None
 
 
-def accept_line(line: str, settings: Settings = Settings()):
-    """(event, None) for an accepted line, (None, reason) for a rejected one."""
+def accept_line(line: str, settings: Settings = DEFAULTS) -> tuple[dict | None, str | None]:
+    """Judge one landing line: ``(event, None)`` when accepted, ``(None, reason)`` when rejected.
+
+    The rules are checked in the order of the contract's table; the first broken one is the reason.
+    The event has ``message_id``, ``user_id``, ``anonymous_id``, ``user_key``, ``event``, ``timestamp``
+    and ``received_at`` (aware UTC datetimes), and ``payload`` (the line itself, for tie-breaks).
+    """
+    # 1. malformed_json: the line is not a JSON object (blank lines, arrays, numbers, broken JSON).
     try:
         message = json.loads(line)
-    except ValueError:
+    except ValueError:  # json.JSONDecodeError is a ValueError; "" and "   " raise it too
         return None, "malformed_json"
     if not isinstance(message, dict):
         return None, "malformed_json"
-    message_id = _text(message.get("messageId"))
+
+    # 2. missing_message_id: messageId is missing or empty.
+    message_id = _present_string(message.get("messageId"))
     if message_id is None:
         return None, "missing_message_id"
-    user_id, anonymous_id = _text(message.get("userId")), _text(message.get("anonymousId"))
+
+    # 3. missing_user: both userId and anonymousId are missing or empty.
+    user_id = _present_string(message.get("userId"))
+    anonymous_id = _present_string(message.get("anonymousId"))
     if user_id is None and anonymous_id is None:
         return None, "missing_user"
-    at, received = parse_time(message.get("timestamp")), parse_time(message.get("receivedAt"))
-    if at is None or received is None:
+
+    # 4. bad_timestamp: timestamp or receivedAt is missing or not ISO-8601.
+    timestamp = parse_timestamp(message.get("timestamp"))
+    received_at = parse_timestamp(message.get("receivedAt"))
+    if timestamp is None or received_at is None:
         return None, "bad_timestamp"
-    if at > received + timedelta(minutes=settings.max_future_skew_minutes):
+
+    # 5. future_timestamp: timestamp is more than max_future_skew after receivedAt.
+    if timestamp - received_at > timedelta(minutes=settings.max_future_skew_minutes):
         return None, "future_timestamp"
-    if at < received - timedelta(days=settings.max_lateness_days) or at.date() < settings.start_date:
+
+    # 6. too_late: more than max_lateness_days before receivedAt, or before the start date (00:00 UTC).
+    if received_at - timestamp > timedelta(days=settings.max_lateness_days):
         return None, "too_late"
+    if timestamp < datetime(settings.start_date.year, settings.start_date.month, settings.start_date.day,
+                            tzinfo=timezone.utc):  # fmt: skip
+        return None, "too_late"
+
+    # The session key: userId when non-empty, else anonymousId.
+    user_key = user_id if user_id is not None else anonymous_id
+    event_name = message.get("event")
     event = {
         "message_id": message_id,
         "user_id": user_id,
         "anonymous_id": anonymous_id,
-        "user_key": user_id if user_id is not None else anonymous_id,
-        "event": message.get("event") if isinstance(message.get("event"), str) else None,
-        "timestamp": at,
-        "received_at": received,
+        "user_key": user_key,
+        "event": event_name if isinstance(event_name, str) else None,
+        "timestamp": timestamp,
+        "received_at": received_at,
         "payload": line,
     }
     return event, None
 
 
-def accept_landing(lines_by_received_day: dict[str, list[str]], settings: Settings = Settings()):
-    accepted, rejected = [], []
-    for received_day, lines in sorted(lines_by_received_day.items()):
-        for line in lines:
+def accept_landing(
+    lines_by_received_day: dict[str, list[str]], settings: Settings = DEFAULTS
+) -> tuple[list[dict], list[tuple[str, str, str]]]:
+    """Judge every line of every received day ('YYYY-MM-DD' -> lines).
+
+    Returns the accepted events, each with ``received_date`` (the folder's day, as given) added, and the
+    rejects as ``(received_date, payload, reason)``; both in (received day, line) order.
+    """
+    accepted: list[dict] = []
+    rejected: list[tuple[str, str, str]] = []
+    for received_date in sorted(lines_by_received_day):
+        for line in lines_by_received_day[received_date]:
             event, reason = accept_line(line, settings)
-            if event is None:
-                rejected.append((received_day, line, reason))
+            if event is not None:
+                accepted.append({**event, "received_date": received_date})
             else:
-                accepted.append({**event, "received_date": received_day})
+                rejected.append((received_date, line, reason))
     return accepted, rejected
 
 
+# --------------------------------------------------------------------------------------------------
+# Duplicates
+# --------------------------------------------------------------------------------------------------
+
+
+def _copy_rank(event: dict) -> tuple:
+    """Which copy of a message wins: the earliest receivedAt, then the earliest received day, then the
+    smallest raw line. The last two only make the choice order-independent when receivedAt ties."""
+    return (event["received_at"], event["received_date"], event["payload"])
+
+
 def dedupe(events: list[dict]) -> list[dict]:
-    """One copy per message_id: the earliest received (then received day, then the line's text)."""
-    kept: dict[str, dict] = {}
+    """Keep one copy per ``message_id``: the earliest received (see ``_copy_rank``).
+
+    The result does not depend on the input order; it is sorted by ``message_id``.
+    """
+    copies_by_id: dict[str, list[dict]] = {}
     for event in events:
-        rank = (event["received_at"], event["received_date"], event["payload"])
-        current = kept.get(event["message_id"])
-        if current is None or rank < (current["received_at"], current["received_date"], current["payload"]):
-            kept[event["message_id"]] = event
-    return list(kept.values())
+        copies_by_id.setdefault(event["message_id"], []).append(event)
+    return [min(copies_by_id[message_id], key=_copy_rank) for message_id in sorted(copies_by_id)]
 
 
-def sessionize(events: list[dict], settings: Settings = Settings()) -> list[dict]:
-    """Walk each user's events in (timestamp, message_id) order and cut sessions by the two rules."""
-    gap, cap = timedelta(minutes=settings.session_gap_minutes), timedelta(hours=settings.max_session_hours)
-    by_user: dict[str, list[dict]] = {}
+# --------------------------------------------------------------------------------------------------
+# Sessions
+# --------------------------------------------------------------------------------------------------
+
+
+def sessionize(events: list[dict], settings: Settings = DEFAULTS) -> list[dict]:
+    """Cut each user's events into sessions, by the contract's two rules.
+
+    Per ``user_key``, events in (timestamp, message_id) order. An event starts a new session when
+
+    * more than ``session_gap_minutes`` passed since the user's previous event (exactly that much does not
+      split), or
+    * it is more than ``max_session_hours`` after the first event of the current session (the cap).
+
+    ``ended_by_cap`` is True for a session that the cap cut off: the next event came within the gap, so
+    without the cap the session would have gone on.
+    Decision: when the next event is both past the cap and past the gap, the gap ended the session (the
+    user went quiet), so ``ended_by_cap`` is False. A user's last session is never ended by the cap.
+
+    Returns dicts with ``user_key``, ``session_start``, ``session_end``, ``num_events``, ``ended_by_cap``
+    and ``session_date`` (UTC date of session_start), sorted by (user_key, session_start).
+    """
+    gap = timedelta(minutes=settings.session_gap_minutes)
+    cap = timedelta(hours=settings.max_session_hours)
+
+    events_by_user: dict[str, list[dict]] = {}
     for event in events:
-        by_user.setdefault(event["user_key"], []).append(event)
-    sessions = []
-    for user, user_events in by_user.items():
-        user_events.sort(key=lambda e: (e["timestamp"], e["message_id"]))
-        current = None
-        for event in user_events:
-            at = event["timestamp"]
-            if current is not None and at - current["session_end"] <= gap and at - current["session_start"] <= cap:
-                current["session_end"] = at
-                current["num_events"] += 1
+        events_by_user.setdefault(event["user_key"], []).append(event)
+
+    sessions: list[dict] = []
+    for user_key in sorted(events_by_user):
+        ordered = sorted(events_by_user[user_key], key=lambda e: (e["timestamp"], e["message_id"]))
+        current: dict | None = None  # the session being built
+        for event in ordered:
+            moment = event["timestamp"]
+            if current is None:
+                current = _new_session(user_key, moment)
                 continue
-            if current is not None:
-                current["ended_by_cap"] = at - current["session_end"] <= gap  # still active: the cap ended it
+            too_quiet = moment - current["session_end"] > gap  # session_end = the previous event
+            too_long = moment - current["session_start"] > cap
+            if too_quiet or too_long:
+                current["ended_by_cap"] = not too_quiet
                 sessions.append(current)
-            current = {"user_key": user, "session_start": at, "session_end": at, "num_events": 1, "ended_by_cap": False}
-        sessions.append(current)
+                current = _new_session(user_key, moment)
+            else:
+                current["session_end"] = moment
+                current["num_events"] += 1
+        if current is not None:
+            sessions.append(current)
+
     for session in sessions:
-        session["session_date"] = session["session_start"].date()
+        session["session_date"] = session["session_start"].astimezone(timezone.utc).date()
     return sessions
 
 
-def _state(day: date, session_days: list[date], settings: Settings) -> str | None:
-    past = [d for d in session_days if d <= day]
-    if not past:
+def _new_session(user_key: str, moment: datetime) -> dict:
+    return {"user_key": user_key, "session_start": moment, "session_end": moment, "num_events": 1,
+            "ended_by_cap": False}  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------
+# The daily accumulating snapshot
+# --------------------------------------------------------------------------------------------------
+
+
+def state_on(day: date, session_days: set[date], settings: Settings = DEFAULTS) -> str | None:
+    """A user's lifecycle state at the end of ``day``, from the days their sessions started on.
+
+    None before their first session day (the user is not in the snapshot yet).
+    """
+    days_so_far = [d for d in session_days if d <= day]
+    if not days_so_far:
         return None
-    if past[0] == day:
-        return "new"
-    if past[-1] == day:
-        return "active"
-    idle = (day - past[-1]).days
-    if idle <= settings.lapsing_days:
+    if min(days_so_far) == day:
+        return "new"  # the first session ever started today (more sessions today change nothing)
+    if day in session_days:
+        return "active"  # a session today, not the first
+    idle_days = (day - max(days_so_far)).days  # 1 or more
+    if idle_days <= settings.lapsing_days:
         return "lapsing"
-    return "dormant" if idle <= settings.dormant_days else "churned"
+    if idle_days <= settings.dormant_days:
+        return "dormant"
+    return "churned"
 
 
-def daily_snapshot(sessions: list[dict], horizon: date, settings: Settings = Settings()) -> list[dict]:
-    """Each user's state every day from their first session day to ``horizon``, counted per state."""
-    days_by_user: dict[str, list[date]] = {}
+def _round_half_up(value: Fraction, places: int) -> float:
+    """Round a non-negative exact fraction to ``places`` decimals, halves up (as SQL's ROUND does).
+
+    Decision: halves go up, computed exactly, rather than Python's round() on a float (which rounds
+    halves to even and sees binary approximations).
+    """
+    scale = 10**places
+    return float(Fraction(int(value * scale + Fraction(1, 2)), scale))
+
+
+def daily_snapshot(sessions: list[dict], horizon: date, settings: Settings = DEFAULTS) -> list[dict]:
+    """The accumulating snapshot from the first session day up to ``horizon`` (inclusive).
+
+    Only ``user_key`` and ``session_date`` of the sessions are used. One row per (snapshot_date, state):
+    ``users_on_hand`` at the end of the day, ``users_entered`` / ``users_exited`` versus the end of the day
+    before (a user not yet in the snapshot the day before enters), and ``avg_days_in_state``: the mean
+    over the users on hand of (day - the day they entered their current state), rounded half up to
+    4 decimals, 0.0 with nobody on hand. Rows with all three counts zero are left out.
+    Sessions that start after ``horizon`` do not count.
+    """
+    session_days: dict[str, set[date]] = {}
     for session in sessions:
-        days_by_user.setdefault(session["user_key"], []).append(session["session_date"])
-    if not days_by_user:
+        session_days.setdefault(session["user_key"], set()).add(session["session_date"])
+    if not session_days:
         return []
-    for days in days_by_user.values():
-        days.sort()
-    first = min(days[0] for days in days_by_user.values())
-    rows = []
-    entered_on: dict[str, date] = {}
-    yesterday: dict[str, str] = {}
-    day = first
+    first_day = min(min(days) for days in session_days.values())
+
+    rows: list[dict] = []
+    state_yesterday: dict[str, str] = {}  # user -> state at the end of the previous day
+    entered_on: dict[str, date] = {}  # user -> day they entered their current state
+    day = first_day
     while day <= horizon:
-        today = {}
-        for user, days in days_by_user.items():
-            state = _state(day, days, settings)
-            if state is not None:
-                today[user] = state
-                if yesterday.get(user) != state:
-                    entered_on[user] = day
-        for state in ("new", "active", "lapsing", "dormant", "churned"):
-            on_hand = [u for u, s in today.items() if s == state]
-            entered = sum(1 for u in on_hand if yesterday.get(u) != state)
-            exited = sum(1 for u, s in yesterday.items() if s == state and today.get(u) != state)
-            if on_hand or entered or exited:
-                ages = [(day - entered_on[u]).days for u in on_hand]
-                rows.append({
-                    "snapshot_date": day, "state": state, "users_on_hand": len(on_hand), "users_entered": entered,
-                    "users_exited": exited, "avg_days_in_state": round(sum(ages) / len(ages), 4) if ages else 0.0,
-                })  # fmt: skip
-        yesterday = today
+        state_today: dict[str, str] = {}
+        for user, days in session_days.items():
+            state = state_on(day, days, settings)
+            if state is None:
+                continue
+            state_today[user] = state
+            if state_yesterday.get(user) != state:
+                entered_on[user] = day
+
+        for state in STATES:
+            on_hand = [user for user, s in state_today.items() if s == state]
+            entered = [user for user in on_hand if state_yesterday.get(user) != state]
+            exited = [user for user, s in state_yesterday.items() if s == state and state_today.get(user) != state]
+            if not on_hand and not entered and not exited:
+                continue
+            if on_hand:
+                total_days = sum((day - entered_on[user]).days for user in on_hand)
+                average = _round_half_up(Fraction(total_days, len(on_hand)), 4)
+            else:
+                average = 0.0
+            rows.append({
+                "snapshot_date": day,
+                "state": state,
+                "users_on_hand": len(on_hand),
+                "users_entered": len(entered),
+                "users_exited": len(exited),
+                "avg_days_in_state": average,
+            })  # fmt: skip
+
+        state_yesterday = state_today
         day += timedelta(days=1)
     return rows
 
 
-def recompute(lines_by_received_day: dict[str, list[str]], settings: Settings = Settings()) -> dict:
-    """Every table from all lines at once."""
+# --------------------------------------------------------------------------------------------------
+# Everything at once
+# --------------------------------------------------------------------------------------------------
+
+
+def recompute(lines_by_received_day: dict[str, list[str]], settings: Settings = DEFAULTS) -> dict:
+    """Every output from all landing lines at once: what the incremental pipeline must equal.
+
+    Keys: ``accepted`` and ``rejected`` (``accept_landing``), ``events`` (deduplicated), ``sessions``,
+    ``snapshot`` (up to the horizon: the latest received day).
+    """
     accepted, rejected = accept_landing(lines_by_received_day, settings)
     events = dedupe(accepted)
     sessions = sessionize(events, settings)
-    horizon = date.fromisoformat(max(lines_by_received_day)) if lines_by_received_day else None
-    snapshot = daily_snapshot(sessions, horizon, settings) if horizon else []
-    return {"accepted": accepted, "rejected": rejected, "events": events, "sessions": sessions, "snapshot": snapshot}
+    if lines_by_received_day:
+        horizon = date.fromisoformat(str(max(lines_by_received_day)))
+        snapshot = daily_snapshot(sessions, horizon, settings)
+    else:
+        snapshot = []
+    return {"accepted": accepted, "rejected": rejected, "events": events, "sessions": sessions,
+            "snapshot": snapshot}  # fmt: skip
