@@ -10,7 +10,7 @@ records, in ``partition_map``, the event days E it touched; then
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, timedelta
 
 from sessions_assets.partitions import contiguous_ranges
@@ -25,7 +25,6 @@ class RebuildPlan:
     events: tuple[DayRange, ...] = ()
     sessions: tuple[DayRange, ...] = ()
     snapshot: tuple[DayRange, ...] = ()
-    notes: tuple[str, ...] = field(default=())
 
     @property
     def empty(self) -> bool:

@@ -38,15 +38,6 @@ LINE_SCHEMA = T.StructType(
 # ISO-8601 date-time: date, 'T', hh:mm[:ss[.fraction]], optional Z or +hh[:]mm (none means UTC).
 ISO_8601 = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$"
 
-# Reasons in the contract's order: a line gets the first one that applies.
-REASONS = (
-    "malformed_json",
-    "missing_message_id",
-    "missing_user",
-    "bad_timestamp",
-    "future_timestamp",
-    "too_late",
-)
 
 
 def landing_files(settings: PipelineSettings, received_day: date) -> list[str]:
@@ -122,6 +113,7 @@ def classify(parsed: DataFrame, settings: PipelineSettings) -> DataFrame:
     )
     skew = F.make_dt_interval(F.lit(0), F.lit(0), F.lit(settings.max_future_skew_minutes))
     lateness = F.make_dt_interval(F.lit(settings.max_lateness_days))
+    # The contract's reasons in its order: a line gets the first one that applies.
     reason = (
         F.when(F.col("malformed"), "malformed_json")
         .when(F.col("message_id").isNull(), "missing_message_id")

@@ -34,14 +34,6 @@ PREVIOUS_DAY = dg.TimeWindowPartitionMapping(start_offset=-1, end_offset=-1)
 ANY_RECEIVED_DAY = dg.AllPartitionMapping()
 
 
-def day(key: str) -> date:
-    return date.fromisoformat(key)
-
-
-def key(d: date) -> str:
-    return d.isoformat()
-
-
 def days_between(first: date, last: date) -> list[date]:
     """Every day from ``first`` to ``last`` inclusive."""
     return [first + timedelta(days=i) for i in range((last - first).days + 1)]

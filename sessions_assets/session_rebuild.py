@@ -36,7 +36,6 @@ class SessionChanges:
     moved: int = 0  # rows superseded by a session that starts on another day
     capped: int = 0  # rows written that were ended by the 24 h cap
     users: int = 0  # users whose chains were recomputed
-    event_days_read: tuple[date, date] | None = None
     committed: bool = False
 
 
