@@ -11,15 +11,15 @@ from datetime import date
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
-from pyspark.sql import functions as F
 
 from sessions_assets import events as ev
 from sessions_assets import ingest
 from sessions_assets.config import PipelineSettings, max_days_per_run_from_env
+from sessions_assets.conflicts import WAREHOUSE_POOL, retry_on_write_conflict
 from sessions_assets.partitions import ANY_RECEIVED_DAY, PREVIOUS_DAY, SAME_DAY, SESSION_NEIGHBOURS, daily_partitions
 from sessions_assets.session_rebuild import rebuild_sessions
 from sessions_assets.snapshot import rebuild_snapshot
-from sessions_assets.tables import EVENTS, PARTITION_MAP, RAW_EVENTS, REJECTED_EVENTS, Warehouse
+from sessions_assets.tables import EVENTS, Warehouse
 
 # One run may process at most this many days (the manifest's backfill limit); larger backfills split.
 RANGE_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=max_days_per_run_from_env())
@@ -46,54 +46,45 @@ def _warehouse(spark: LazyPySparkResource, settings: PipelineSettings) -> Wareho
     ],
     partitions_def=daily_partitions,
     group_name="sessions_pipeline",
+    pool=WAREHOUSE_POOL,
 )
 def ingest_received_day(context: dg.AssetExecutionContext, spark: LazyPySparkResource, settings: PipelineSettings):
     """Parse one received day's landing files, split accepted from rejected, record the event days touched."""
     started = time.monotonic()
     received_day = date.fromisoformat(context.partition_key)
-    wh = _warehouse(spark, settings)
     fingerprint = ingest.landing_fingerprint(settings, received_day)
     files = ingest.landing_files(settings, received_day)
-    lines = ingest.read_lines(wh.spark, files)
-    classified = ingest.classify(ingest.parse(lines), settings).persist()
-    try:
-        accepted, rejected = ingest.split(classified, received_day)
-        mapping = ev.partition_map_rows(accepted).persist()
-        # The map is written last: it is what the late-data sensor acts on.
-        raw_written = wh.replace_partitions(RAW_EVENTS, accepted, received_day, received_day)
-        rejected_written = wh.replace_partitions(REJECTED_EVENTS, rejected, received_day, received_day)
-        map_written = wh.replace_partitions(PARTITION_MAP, mapping, received_day, received_day)
-        touched = sorted(mapping.collect(), key=lambda r: r.event_date)
-        reasons = {r.reason: r["count"] for r in rejected.groupBy("reason").count().collect()}
-        accepted_rows = accepted.count()
-        lines_read = classified.count()
-    finally:
-        classified.unpersist()
-    event_days = [r.event_date.isoformat() for r in touched]
-    context.log.info(f"received {received_day}: {accepted_rows} accepted, {reasons} rejected, event days {event_days}")
+    with retry_on_write_conflict(context):
+        day = ingest.load_received_day(_warehouse(spark, settings), settings, received_day, files)
+    event_days = [d.isoformat() for d in day.events_per_day]
+    context.log.info(f"received {received_day}: {day.accepted} accepted, {day.reasons} rejected, event days {event_days}")
     seconds = round(time.monotonic() - started, 2)
     yield dg.MaterializeResult(
         asset_key="raw_events",
         metadata={
-            "lines": lines_read,
-            "accepted": accepted_rows,
+            "lines": day.lines,
+            "accepted": day.accepted,
             "files": dg.MetadataValue.json(files),
             "affected_event_days": dg.MetadataValue.json(event_days),
-            "written": raw_written,
+            "written": day.written["raw_events"],
             "seconds": seconds,
             ingest.LANDING_FINGERPRINT: fingerprint,
         },
     )
     yield dg.MaterializeResult(
         asset_key="rejected_events",
-        metadata={"rejected": sum(reasons.values()), "reasons": dg.MetadataValue.json(reasons), "written": rejected_written},
+        metadata={
+            "rejected": sum(day.reasons.values()),
+            "reasons": dg.MetadataValue.json(day.reasons),
+            "written": day.written["rejected_events"],
+        },
     )
     yield dg.MaterializeResult(
         asset_key="partition_map",
         metadata={
             "affected_event_days": dg.MetadataValue.json(event_days),
-            "events_per_day": dg.MetadataValue.json({r.event_date.isoformat(): r.events for r in touched}),
-            "written": map_written,
+            "events_per_day": dg.MetadataValue.json({d.isoformat(): n for d, n in day.events_per_day.items()}),
+            "written": day.written["partition_map"],
         },
     )
 
@@ -103,6 +94,7 @@ def ingest_received_day(context: dg.AssetExecutionContext, spark: LazyPySparkRes
     deps=[dg.AssetDep("raw_events", partition_mapping=ANY_RECEIVED_DAY), dg.AssetDep("partition_map", partition_mapping=ANY_RECEIVED_DAY)],
     backfill_policy=RANGE_POLICY,
     group_name="sessions_pipeline",
+    pool=WAREHOUSE_POOL,
 )
 def events(context: dg.AssetExecutionContext, spark: LazyPySparkResource, settings: PipelineSettings) -> dg.MaterializeResult:
     """Accepted events by event day, one row per ``messageId``, from only the received days the map names."""
@@ -112,7 +104,8 @@ def events(context: dg.AssetExecutionContext, spark: LazyPySparkResource, settin
     raw = ev.raw_rows_for(wh, received_days, first, last).persist()
     try:
         rows = ev.dedupe(raw).persist()
-        written = wh.replace_partitions(EVENTS, rows, first, last)
+        with retry_on_write_conflict(context):
+            written = wh.replace_partitions(EVENTS, rows, first, last)
         kept, copies = rows.count(), raw.count()
         rows.unpersist()
     finally:
@@ -132,11 +125,13 @@ def events(context: dg.AssetExecutionContext, spark: LazyPySparkResource, settin
     deps=[dg.AssetDep(events, partition_mapping=SESSION_NEIGHBOURS)],
     backfill_policy=RANGE_POLICY,
     group_name="sessions_pipeline",
+    pool=WAREHOUSE_POOL,
 )
 def sessions(context: dg.AssetExecutionContext, spark: LazyPySparkResource, settings: PipelineSettings) -> dg.MaterializeResult:
     """Sessions by start day, exact under late data: chains touching the days are recomputed and merged."""
     first, last = _window(context)
-    changes = rebuild_sessions(_warehouse(spark, settings), first, last, settings)
+    with retry_on_write_conflict(context):
+        changes = rebuild_sessions(_warehouse(spark, settings), first, last, settings)
     return dg.MaterializeResult(
         metadata={
             "sessions_written": changes.written,
@@ -157,13 +152,19 @@ def sessions(context: dg.AssetExecutionContext, spark: LazyPySparkResource, sett
     ],
     backfill_policy=dg.BackfillPolicy.single_run(),
     group_name="sessions_pipeline",
+    pool=WAREHOUSE_POOL,
 )
 def daily_snapshot(
     context: dg.AssetExecutionContext, spark: LazyPySparkResource, settings: PipelineSettings
 ) -> dg.MaterializeResult:
     """Users on hand per lifecycle state at each day's end, carried from the previous day's balance."""
     first, last = _window(context)
-    changes = rebuild_snapshot(_warehouse(spark, settings), first, last, settings)
+    wh = _warehouse(spark, settings)
+    # Always up to the data's horizon as it is now: a run planned before another received day landed
+    # must not leave the days after its own horizon computed from an older balance.
+    last = max(last, wh.horizon() or last)
+    with retry_on_write_conflict(context):
+        changes = rebuild_snapshot(wh, first, last, settings)
     return dg.MaterializeResult(
         metadata={
             "days_rewritten": changes.days_rewritten,

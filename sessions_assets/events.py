@@ -23,11 +23,6 @@ def dedupe(raw: DataFrame) -> DataFrame:
     return ranked.where(F.col("_copy") == 1).select(*EVENTS.schema.fieldNames())
 
 
-def partition_map_rows(accepted: DataFrame) -> DataFrame:
-    """Which event days one received day's accepted rows touch, with counts (the recorded mapping)."""
-    return accepted.groupBy("received_date", "event_date").agg(F.count(F.lit(1)).alias("events"))
-
-
 def contributing_received_days(wh: Warehouse, first: date, last: date) -> list[date]:
     """The received days whose accepted rows include event days ``first..last``, from the recorded map."""
     rows = wh.read(PARTITION_MAP).where(F.col("event_date").between(F.lit(first), F.lit(last)))

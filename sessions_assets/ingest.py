@@ -8,6 +8,7 @@ instead of being coerced to a string. Every line gets exactly one verdict: accep
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sessions_assets.config import PipelineSettings
+from sessions_assets.tables import PARTITION_MAP, RAW_EVENTS, REJECTED_EVENTS, Warehouse
 
 LANDING_GLOBS = ("*.jsonl", "*.json", "*.jsonl.gz")
 
@@ -142,3 +144,41 @@ def split(classified: DataFrame, received_day: date) -> tuple[DataFrame, DataFra
     accepted = df.where(F.col("reason").isNull()).select(*RAW_COLUMNS)
     rejected = df.where(F.col("reason").isNotNull()).select(*REJECT_COLUMNS)
     return accepted, rejected
+
+
+def partition_map_rows(accepted: DataFrame) -> DataFrame:
+    """Which event days one received day's accepted rows touch, with counts (the recorded mapping)."""
+    return accepted.groupBy("received_date", "event_date").agg(F.count(F.lit(1)).alias("events"))
+
+
+@dataclass
+class IngestedDay:
+    """What loading one received day did, for materialization metadata."""
+
+    lines: int = 0
+    accepted: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    events_per_day: dict[date, int] = field(default_factory=dict)  # the recorded partition map
+    written: dict[str, bool] = field(default_factory=dict)  # table -> whether a new version was committed
+
+
+def load_received_day(wh: Warehouse, settings: PipelineSettings, received_day: date, files: list[str]) -> IngestedDay:
+    """Parse ``files`` of one received day into ``raw_events``, ``rejected_events`` and ``partition_map``.
+
+    Each table's partition is replaced in one commit, the map last: it is what the late-data sensor acts on.
+    """
+    classified = classify(parse(read_lines(wh.spark, files)), settings).persist()
+    try:
+        accepted, rejected = split(classified, received_day)
+        mapping = partition_map_rows(accepted).persist()
+        result = IngestedDay()
+        for table, rows in ((RAW_EVENTS, accepted), (REJECTED_EVENTS, rejected), (PARTITION_MAP, mapping)):
+            result.written[table.name] = wh.replace_partitions(table, rows, received_day, received_day)
+        result.events_per_day = {r.event_date: r.events for r in sorted(mapping.collect())}
+        result.reasons = {r.reason: r["count"] for r in rejected.groupBy("reason").count().collect()}
+        result.accepted = sum(result.events_per_day.values())
+        result.lines = classified.count()
+        mapping.unpersist()
+        return result
+    finally:
+        classified.unpersist()

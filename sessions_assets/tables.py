@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sessions_assets.config import PipelineSettings
+from sessions_assets.conflicts import is_write_conflict
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,11 @@ class Warehouse:
                 builder = DeltaTable.createIfNotExists(self.spark).location(path).addColumns(table.schema)
                 if table.partition_column:
                     builder = builder.partitionedBy(table.partition_column)
-                builder.execute()
+                try:
+                    builder.execute()
+                except Exception as error:  # another run created it first: fine
+                    if not (is_write_conflict(error) and DeltaTable.isDeltaTable(self.spark, path)):
+                        raise
             self._created.add(table.name)
         return DeltaTable.forPath(self.spark, path)
 
@@ -117,6 +122,10 @@ class Warehouse:
         if last is not None:
             df = df.where(F.col(table.partition_column) <= F.lit(last))
         return df
+
+    def horizon(self) -> date | None:
+        """The data's horizon: the latest received day ingested (from ``partition_map``)."""
+        return self.read(PARTITION_MAP).agg(F.max("received_date")).head()[0]
 
     def version(self, table: Table) -> int:
         return self.delta(table).history(1).select("version").head()[0]
