@@ -2,10 +2,12 @@
 
     sessions-assets generate --data-root DIR [--days N] [--users N] [--seed S]
     sessions-assets run --data-root DIR
+    sessions-assets status --data-root DIR
 
-``run`` ingests every received day that is new or whose files changed, oldest first, and after each
-one rebuilds exactly the partitions it affected (``affected.plan_rebuild``, the late-data sensor's
-logic). Runs are recorded in the Dagster instance at ``$DAGSTER_HOME`` (default ``DIR/dagster_home``),
+``run`` first finishes what an interrupted run left (``status.py``), then ingests every received day that
+is new or whose files changed, oldest first, and after each one rebuilds exactly the partitions it
+affected (``affected.plan_rebuild``, the late-data sensor's logic). ``status`` tells, without running
+anything, which of those the next ``run`` would do. Runs are recorded in the Dagster instance at ``$DAGSTER_HOME`` (default ``DIR/dagster_home``),
 so ``dagster dev`` with the same home shows them, and a second ``run`` finds nothing to do.
 """
 
@@ -38,7 +40,8 @@ def generate(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from sessions_assets.definitions import build_resources
-    from sessions_assets.runner import Runner, pending_received_days
+    from sessions_assets.runner import ASSET_NAMES, Runner, pending_received_days, recover_crashed_runs
+    from sessions_assets.status import pipeline_status
 
     started = time.monotonic()
     data_root = Path(args.data_root)
@@ -46,6 +49,12 @@ def run(args: argparse.Namespace) -> int:
     resources = build_resources(data_root=str(data_root))
     with _instance(data_root) as instance:
         runner = Runner(instance, resources)
+        for run_id in recover_crashed_runs(instance):
+            print(f"Marked run {run_id} failed: its process is gone.")
+        catch_up = pipeline_status(instance, resources["settings"], ASSET_NAMES).catch_up
+        if catch_up is not None and not catch_up.empty:
+            print(f"Finishing an interrupted run: {catch_up.describe()}", flush=True)
+            runner.apply(catch_up)
         pending = pending_received_days(instance, resources["settings"])
         if not pending:
             print(f"Nothing to do: every received day under {data_root / 'landing'} is processed.")
@@ -55,6 +64,18 @@ def run(args: argparse.Namespace) -> int:
             report = runner.process(received_day)
             print(f"- {report}", flush=True)
     print(f"Done in {time.monotonic() - started:.0f}s. Tables under {data_root / 'warehouse'}.")
+    return 0
+
+
+def status(args: argparse.Namespace) -> int:
+    from sessions_assets.definitions import build_resources
+    from sessions_assets.runner import ASSET_NAMES
+    from sessions_assets.status import pipeline_status
+
+    data_root = Path(args.data_root)
+    settings = build_resources(data_root=str(data_root))["settings"]
+    with _instance(data_root) as instance:
+        print(pipeline_status(instance, settings, ASSET_NAMES).describe())
     return 0
 
 
@@ -70,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     runp = sub.add_parser("run", help="process every unprocessed received day through Dagster")
     runp.add_argument("--data-root", default=os.environ.get("SESSIONS_DATA_ROOT", "data"))
     runp.set_defaults(func=run)
+    stat = sub.add_parser("status", help="what state the pipeline is in and what the next run would process")
+    stat.add_argument("--data-root", default=os.environ.get("SESSIONS_DATA_ROOT", "data"))
+    stat.set_defaults(func=status)
     args = parser.parse_args(argv)
     return args.func(args)
 

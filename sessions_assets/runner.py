@@ -6,6 +6,8 @@ passed the way a single-run backfill passes them, so the assets cannot tell this
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from dataclasses import dataclass, field
 from datetime import date
@@ -23,6 +25,38 @@ from sessions_assets.tables import Warehouse
 ASSET_NAMES = {key.to_user_string() for assets_def in ALL_ASSETS for key in assets_def.keys}
 # Runs log to the instance (visible in the UI); the console only hears about problems.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# Who launched a run, so that a later ``run`` can tell a crashed run from one still going.
+LAUNCHER_TAG, HOST_TAG, PID_TAG = "sessions/launcher", "sessions/host", "sessions/pid"
+LAUNCHER_TAGS = {LAUNCHER_TAG: "sessions-assets", HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recover_crashed_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Mark runs of this host whose process died (killed, power loss) as failed and free their pool slots.
+
+    An in-process run that dies cannot report its own end: it would stay "started" in the UI and keep its
+    concurrency slot, blocking every later run of the pool. Returns the run ids recovered.
+    """
+    in_flight = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.NOT_STARTED]
+    runs = instance.get_runs(
+        filters=dg.RunsFilter(statuses=in_flight, tags={LAUNCHER_TAG: "sessions-assets", HOST_TAG: socket.gethostname()})
+    )
+    recovered = []
+    for run in runs:
+        if not _alive(int(run.tags.get(PID_TAG, "0"))):
+            instance.report_run_failed(run, message=f"its process ({run.tags.get(PID_TAG)}) is gone")
+            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+            recovered.append(run.run_id)
+    return recovered
 
 
 def recorded_fingerprint(instance: dg.DagsterInstance, received_day: date) -> str | None:
@@ -69,10 +103,11 @@ class Runner:
     def materialize(self, asset: str, first: date, last: date | None = None) -> dg.ExecuteInProcessResult:
         last = last or first
         if first == last:
-            kwargs = {"partition_key": first.isoformat(), "tags": {}}
+            kwargs = {"partition_key": first.isoformat(), "tags": dict(LAUNCHER_TAGS)}
         else:
             kwargs = {
                 "tags": {
+                    **LAUNCHER_TAGS,
                     ASSET_PARTITION_RANGE_START_TAG: first.isoformat(),
                     ASSET_PARTITION_RANGE_END_TAG: last.isoformat(),
                 }
