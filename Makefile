@@ -2,6 +2,7 @@
 #   make demo   generate the bundled sample landing zone under ./data and run the whole pipeline
 #   make test   run the test suite (what CI runs, via .ci/run)
 #   make dev    serve the Dagster UI and daemon with this project's definitions
+#   make bench  time one more received day four ways after 30, 90 and 180 days (benchmarks/results/)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -9,7 +10,7 @@ DATA_ROOT ?= data
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 export SESSIONS_DATA_ROOT ?= $(CURDIR)/$(DATA_ROOT)
 
-.PHONY: setup demo test dev clean
+.PHONY: setup demo test dev bench clean
 
 $(BIN)/sessions-assets: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +33,11 @@ test: setup
 
 dev: setup $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -w workspace.yaml
+
+BENCH_ARGS ?= --history 30 90 180 --events-per-day 5000
+bench: setup
+	$(BIN)/python -m pip install --quiet -e ".[test,bench]"
+	$(BIN)/python benchmarks/incremental.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(DAGSTER_HOME) $(DATA_ROOT) *.egg-info
