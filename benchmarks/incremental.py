@@ -382,14 +382,15 @@ def main(argv: list[str] | None = None) -> int:
     startup["dagster"] = time.perf_counter() - t1
 
     results = []
+    args.out.mkdir(parents=True, exist_ok=True)
     for history in args.history:
         results += bench_history(spark, args.workdir, history, args.events_per_day, args.seed)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "incremental.json").write_text(
-        json.dumps({"startup_seconds": startup, "results": [asdict(r) for r in results]}, indent=2)
-    )
-    (args.out / "incremental.md").write_text(markdown(results, startup))
-    plot(results, args.out / "incremental.png")
+        # Written after every H, so that a long run stopped early keeps what it measured.
+        (args.out / "incremental.json").write_text(
+            json.dumps({"startup_seconds": startup, "results": [asdict(r) for r in results]}, indent=2)
+        )
+        (args.out / "incremental.md").write_text(markdown(results, startup))
+        plot(results, args.out / "incremental.png")
     print(markdown(results, startup))
     return 0
 
