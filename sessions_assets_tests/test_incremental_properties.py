@@ -41,7 +41,7 @@ def arrivals(draw):
     return lines
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=arrivals(), order=st.randoms(use_true_random=False))
 def test_sessions_equal_a_full_recompute_in_any_arrival_order(tmp_path_factory, spark, lines, order):
     root = tmp_path_factory.mktemp("prop") / "data"
