@@ -215,7 +215,8 @@ def run_method(method: str, root: Path, day: date) -> None:
     import dagster as dg
 
     from sessions_assets.definitions import build_resources
-    from sessions_assets.partitions import contiguous_ranges
+    from sessions_assets.affected import neighbour_days
+    from sessions_assets.partitions import contiguous_ranges, partition_bounds
     from sessions_assets.runner import Runner
     from sessions_assets.session_rebuild import rebuild_sessions
     from sessions_assets.snapshot import rebuild_snapshot
@@ -238,8 +239,7 @@ def run_method(method: str, root: Path, day: date) -> None:
     elif method == "touched_days":
         for first, last in contiguous_ranges(touched, 10_000):
             _rebuild_events(wh, first, last)
-        one = timedelta(days=1)
-        neighbours = sorted({d + k * one for d in touched for k in (-1, 0, 1)})
+        neighbours = sorted(neighbour_days(touched, *partition_bounds()))
         for first, last in contiguous_ranges(neighbours, 10_000):
             rebuild_sessions(wh, first, last, settings)
         rebuild_snapshot(wh, min(neighbours + [day]), day, settings)

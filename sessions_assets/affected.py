@@ -40,6 +40,12 @@ class RebuildPlan:
         )
 
 
+def neighbour_days(event_days, lo: date, hi: date) -> set[date]:
+    """The ``sessions`` days an arrival on ``event_days`` affects: each day and its neighbours, within lo..hi."""
+    one = timedelta(days=1)
+    return {d + k * one for d in event_days for k in (-1, 0, 1) if lo <= d + k * one <= hi}
+
+
 def plan_rebuild(
     touched: dict[date, set[date]],
     horizon: date,
@@ -54,8 +60,7 @@ def plan_rebuild(
     """
     lo, hi = partitions
     event_days = sorted({d for days in touched.values() for d in days if lo <= d <= hi})
-    one = timedelta(days=1)
-    session_days = {d + k * one for d in event_days for k in (-1, 0, 1) if lo <= d + k * one <= hi}
+    session_days = neighbour_days(event_days, lo, hi)
     # The snapshot is corrected from the earliest affected day and always reaches the horizon.
     snapshot = ((min(session_days | {horizon}), horizon),) if with_snapshot and lo <= horizon <= hi else ()
     return RebuildPlan(

@@ -40,7 +40,7 @@ def generate(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from sessions_assets.definitions import build_resources
-    from sessions_assets.runner import ASSET_NAMES, Runner, pending_received_days, recover_crashed_runs
+    from sessions_assets.runner import ASSET_NAMES, Runner, recover_crashed_runs
     from sessions_assets.status import pipeline_status
 
     started = time.monotonic()
@@ -51,11 +51,11 @@ def run(args: argparse.Namespace) -> int:
         runner = Runner(instance, resources)
         for run_id in recover_crashed_runs(instance):
             print(f"Marked run {run_id} failed: its process is gone.")
-        catch_up = pipeline_status(instance, resources["settings"], ASSET_NAMES).catch_up
-        if catch_up is not None and not catch_up.empty:
-            print(f"Finishing an interrupted run: {catch_up.describe()}", flush=True)
-            runner.apply(catch_up)
-        pending = pending_received_days(instance, resources["settings"])
+        status_ = pipeline_status(instance, resources["settings"], ASSET_NAMES)
+        if status_.catch_up is not None and not status_.catch_up.empty:
+            print(f"Finishing an interrupted run: {status_.catch_up.describe()}", flush=True)
+            runner.apply(status_.catch_up)
+        pending = status_.to_ingest  # finishing a rebuild ingests nothing, so this is still current
         if not pending:
             print(f"Nothing to do: every received day under {data_root / 'landing'} is processed.")
             return 0

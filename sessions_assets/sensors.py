@@ -58,12 +58,17 @@ def touched_by(records: list[dg.EventLogRecord]) -> dict[date, set[date]]:
     return touched
 
 
+def horizon(instance: dg.DagsterInstance) -> date | None:
+    """The data's horizon: the latest received day with a ``partition_map`` materialization."""
+    days = instance.get_materialized_partitions(PARTITION_MAP)
+    return max(map(date.fromisoformat, days)) if days else None
+
+
 def plan_for(instance: dg.DagsterInstance, records: list[dg.EventLogRecord], with_snapshot: bool) -> RebuildPlan:
     """What the received days of these ``partition_map`` materializations require: the one decision
     shared by the late-data sensor and ``sessions-assets run``."""
-    horizon = max(map(date.fromisoformat, instance.get_materialized_partitions(PARTITION_MAP)))
     return plan_rebuild(
-        touched_by(records), horizon, partition_bounds(), max_days_per_run_from_env(), with_snapshot=with_snapshot
+        touched_by(records), horizon(instance), partition_bounds(), max_days_per_run_from_env(), with_snapshot=with_snapshot
     )
 
 

@@ -15,16 +15,16 @@ and it is the same instance the UI shows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date
 
 import dagster as dg
 from dagster._core.events import DagsterEventType
 
-from sessions_assets.affected import RebuildPlan, plan_rebuild
+from sessions_assets.affected import RebuildPlan, neighbour_days, plan_rebuild
 from sessions_assets.config import PipelineSettings, max_days_per_run_from_env
 from sessions_assets.partitions import days_between, partition_bounds
 from sessions_assets.runner import pending_received_days
-from sessions_assets.sensors import PARTITION_MAP, touched_by
+from sessions_assets.sensors import PARTITION_MAP, horizon, touched_by
 
 REBUILT = ("events", "sessions", "daily_snapshot")
 
@@ -75,13 +75,12 @@ def _latest_partition_maps(instance: dg.DagsterInstance) -> list[dg.EventLogReco
 def unfinished(instance: dg.DagsterInstance, assets: set[str]) -> dict[date, set[date]]:
     """Received day -> event days, for the received days whose rebuild no run completed."""
     lo, hi = partition_bounds()
-    one = timedelta(days=1)
     records = _latest_partition_maps(instance)
     latest = {asset: latest_materializations(instance, asset) for asset in REBUILT if asset in assets}
     behind: dict[date, set[date]] = {}
     for record in records:
         (received, event_days), = touched_by([record]).items()
-        sessions = {d + k * one for d in event_days for k in (-1, 0, 1) if lo <= d + k * one <= hi}
+        sessions = neighbour_days(event_days, lo, hi)
         due = {"events": event_days, "sessions": sessions,
                "daily_snapshot": set(days_between(min(sessions | {received}), received))}  # fmt: skip
         for asset, stored in latest.items():
@@ -93,14 +92,13 @@ def unfinished(instance: dg.DagsterInstance, assets: set[str]) -> dict[date, set
 
 def pipeline_status(instance: dg.DagsterInstance, settings: PipelineSettings, assets: set[str]) -> PipelineStatus:
     to_ingest = pending_received_days(instance, settings)
-    ingested = instance.get_materialized_partitions(PARTITION_MAP)
-    if not ingested:
+    latest_day = horizon(instance)
+    if latest_day is None:
         return PipelineStatus("first run", to_ingest)
     never = [a for a in REBUILT if a in assets and not instance.get_materialized_partitions(dg.AssetKey(a))]
     behind = unfinished(instance, assets)
-    horizon = max(map(date.fromisoformat, ingested))
     plan = plan_rebuild(
-        behind, horizon, partition_bounds(), max_days_per_run_from_env(), with_snapshot="daily_snapshot" in assets
+        behind, latest_day, partition_bounds(), max_days_per_run_from_env(), with_snapshot="daily_snapshot" in assets
     )
     state = "new asset added" if never else "out of sync" if behind else "standard"
     return PipelineStatus(state, to_ingest, plan, never)
