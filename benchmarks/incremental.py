@@ -198,13 +198,18 @@ def full_build(wh, settings, horizon: date) -> None:
     """``events``, ``sessions``, ``daily_snapshot`` (and ``user_states``) from all of ``raw_events``."""
     from pyspark.sql import functions as F
 
+    from sessions_assets import ledger
+    from sessions_assets.events import CONSUMER as events_consumer
     from sessions_assets.events import dedupe
+    from sessions_assets.session_rebuild import CONSUMER as sessions_consumer
     from sessions_assets.sessionize import sessionize
+    from sessions_assets.snapshot import CONSUMER as snapshot_consumer
     from sessions_assets.snapshot import rebuild_snapshot
     from sessions_assets.tables import DAILY_SNAPSHOT, EVENTS, RAW_EVENTS, SESSIONS, USER_STATES
 
     _overwrite(wh, EVENTS, dedupe(wh.read(RAW_EVENTS)))
     _overwrite(wh, SESSIONS, sessionize(wh.read(EVENTS), settings.session_gap, settings.max_session))
+    ledger.mark_all_absorbed(wh, (events_consumer, sessions_consumer, snapshot_consumer))
     for table in (DAILY_SNAPSHOT, USER_STATES):
         _overwrite(wh, table, wh.spark.createDataFrame([], table.schema))
     first = wh.read(SESSIONS).agg(F.min("session_date")).head()[0]
@@ -218,7 +223,7 @@ def run_method(method: str, root: Path, day: date) -> None:
     from sessions_assets.affected import neighbour_days
     from sessions_assets.partitions import contiguous_ranges, partition_bounds
     from sessions_assets.runner import Runner
-    from sessions_assets.session_rebuild import rebuild_sessions
+    from sessions_assets.session_rebuild import rebuild_session_days
     from sessions_assets.snapshot import rebuild_snapshot
 
     resources = build_resources(data_root=str(root))
@@ -234,14 +239,14 @@ def run_method(method: str, root: Path, day: date) -> None:
     elif method == "last_60_days":
         first, last = day - timedelta(days=59), max(touched + [day])
         _rebuild_events(wh, first, last)
-        rebuild_sessions(wh, first, last, settings)
+        rebuild_session_days(wh, first, last, settings)
         rebuild_snapshot(wh, first, day, settings)
     elif method == "touched_days":
         for first, last in contiguous_ranges(touched, 10_000):
             _rebuild_events(wh, first, last)
         neighbours = sorted(neighbour_days(touched, *partition_bounds()))
         for first, last in contiguous_ranges(neighbours, 10_000):
-            rebuild_sessions(wh, first, last, settings)
+            rebuild_session_days(wh, first, last, settings)
         rebuild_snapshot(wh, min(neighbours + [day]), day, settings)
 
 

@@ -2,10 +2,17 @@
 
 One implementation, used by the late-data sensor and by ``sessions-assets run`` alike. A received day
 records, in ``partition_map``, the event days E it touched; then
-- ``events`` rebuilds exactly E,
-- ``sessions`` rebuilds E and its neighbours (E-1..E+1, the declared ``SESSION_NEIGHBOURS``),
+- ``events`` absorbs the new loads of E,
+- ``sessions`` recomputes the chains those loads touch, on E and its neighbours (E-1..E+1, the declared
+  ``SESSION_NEIGHBOURS``),
 - ``daily_snapshot`` rebuilds from the earliest affected session day to the data's horizon (the latest
   received day), as one range: each day is carried from the one before.
+
+Each asset is requested as one span, from the first to the last of its days: ``events`` and ``sessions``
+do work only for the loads they have not absorbed (``ledger.py``), so the days in between cost nothing,
+while each extra Dagster run costs seconds (a process, a Spark session under the daemon). A months-late
+tail scatters one received day over most event days; asking for them as contiguous pieces would mean
+dozens of runs per day.
 """
 
 from __future__ import annotations
@@ -46,17 +53,21 @@ def neighbour_days(event_days, lo: date, hi: date) -> set[date]:
     return {d + k * one for d in event_days for k in (-1, 0, 1) if lo <= d + k * one <= hi}
 
 
+def _span(days) -> tuple[DayRange, ...]:
+    return ((min(days), max(days)),) if days else ()
+
+
 def plan_rebuild(
     touched: dict[date, set[date]],
     horizon: date,
     partitions: tuple[date, date],
-    max_days_per_run: int,
     with_snapshot: bool = True,
 ) -> RebuildPlan:
     """Partitions to rebuild after the received days in ``touched`` (received day -> event days).
 
     ``horizon`` is the latest received day (the snapshot is kept up to it); ``partitions`` the first and
-    last partition that exist. Ranges are contiguous and at most ``max_days_per_run`` long.
+    last partition that exist. Each asset gets one span (under the daemon, the assets' backfill policy
+    still splits a span into runs of at most ``SESSIONS_MAX_DAYS_PER_RUN`` days).
     """
     lo, hi = partitions
     event_days = sorted({d for days in touched.values() for d in days if lo <= d <= hi})
@@ -66,7 +77,7 @@ def plan_rebuild(
     return RebuildPlan(
         received_days=tuple(sorted(touched)),
         event_days=tuple(event_days),
-        events=tuple(contiguous_ranges(event_days, max_days_per_run)),
-        sessions=tuple(contiguous_ranges(session_days, max_days_per_run)),
+        events=_span(event_days),
+        sessions=_span(session_days),
         snapshot=snapshot,
     )

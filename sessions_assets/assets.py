@@ -17,9 +17,9 @@ from sessions_assets import ingest
 from sessions_assets.config import PipelineSettings, max_days_per_run_from_env
 from sessions_assets.conflicts import WAREHOUSE_POOL, retry_on_write_conflict
 from sessions_assets.partitions import ANY_RECEIVED_DAY, PREVIOUS_DAY, SAME_DAY, SESSION_NEIGHBOURS, daily_partitions
-from sessions_assets.session_rebuild import rebuild_sessions
-from sessions_assets.snapshot import rebuild_snapshot
-from sessions_assets.tables import EVENTS, Warehouse
+from sessions_assets.session_rebuild import update_sessions
+from sessions_assets.snapshot import update_snapshot
+from sessions_assets.tables import Warehouse
 
 # One run may process at most this many days (the manifest's backfill limit); larger backfills split.
 RANGE_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=max_days_per_run_from_env())
@@ -56,7 +56,7 @@ def ingest_received_day(context: dg.AssetExecutionContext, spark: LazyPySparkRes
     files = ingest.landing_files(settings, received_day)
     with retry_on_write_conflict(context):
         day = ingest.load_received_day(_warehouse(spark, settings), settings, received_day, files)
-    event_days = [d.isoformat() for d in day.events_per_day]
+    event_days = [d.isoformat() for d in day.affected_event_days]
     context.log.info(f"received {received_day}: {day.accepted} accepted, {day.reasons} rejected, event days {event_days}")
     seconds = round(time.monotonic() - started, 2)
     yield dg.MaterializeResult(
@@ -97,25 +97,18 @@ def ingest_received_day(context: dg.AssetExecutionContext, spark: LazyPySparkRes
     pool=WAREHOUSE_POOL,
 )
 def events(context: dg.AssetExecutionContext, spark: LazyPySparkResource, settings: PipelineSettings) -> dg.MaterializeResult:
-    """Accepted events by event day, one row per ``messageId``, from only the received days the map names."""
+    """Accepted events by event day, one row per ``messageId``: absorbs only the loads not absorbed yet."""
     first, last = _window(context)
-    wh = _warehouse(spark, settings)
-    received_days = ev.contributing_received_days(wh, first, last)
-    raw = ev.raw_rows_for(wh, received_days, first, last).persist()
-    try:
-        rows = ev.dedupe(raw).persist()
-        with retry_on_write_conflict(context):
-            written = wh.replace_partitions(EVENTS, rows, first, last)
-        kept, copies = rows.count(), raw.count()
-        rows.unpersist()
-    finally:
-        raw.unpersist()
+    with retry_on_write_conflict(context):
+        changes = ev.update_events(_warehouse(spark, settings), first, last)
     return dg.MaterializeResult(
         metadata={
-            "rows": kept,
-            "duplicates_dropped": copies - kept,
-            "contributing_received_days": dg.MetadataValue.json([d.isoformat() for d in received_days]),
-            "written": written,
+            "rows": changes.inserted + changes.replaced,
+            "rows_inserted": changes.inserted,
+            "copies_replaced_by_earlier": changes.replaced,
+            "copies_read": changes.copies_read,
+            "loads_absorbed": changes.loads_absorbed,
+            "days_rebuilt_whole": dg.MetadataValue.json([d.isoformat() for d in changes.rebuilt_days]),
         }
     )
 
@@ -128,10 +121,10 @@ def events(context: dg.AssetExecutionContext, spark: LazyPySparkResource, settin
     pool=WAREHOUSE_POOL,
 )
 def sessions(context: dg.AssetExecutionContext, spark: LazyPySparkResource, settings: PipelineSettings) -> dg.MaterializeResult:
-    """Sessions by start day, exact under late data: chains touching the days are recomputed and merged."""
+    """Sessions by start day, exact under late data: only chains that absorbed events are recomputed and merged."""
     first, last = _window(context)
     with retry_on_write_conflict(context):
-        changes = rebuild_sessions(_warehouse(spark, settings), first, last, settings)
+        changes = update_sessions(_warehouse(spark, settings), first, last, settings)
     return dg.MaterializeResult(
         metadata={
             "sessions_written": changes.written,
@@ -140,6 +133,8 @@ def sessions(context: dg.AssetExecutionContext, spark: LazyPySparkResource, sett
             "capped_sessions_written": changes.capped,
             "users_recomputed": changes.users,
             "committed": changes.committed,
+            "loads_absorbed": changes.loads_absorbed,
+            "days_rebuilt_whole": dg.MetadataValue.json([d.isoformat() for d in changes.days_rebuilt_whole]),
         }
     )
 
@@ -164,7 +159,7 @@ def daily_snapshot(
     # must not leave the days after its own horizon computed from an older balance.
     last = max(last, wh.horizon() or last)
     with retry_on_write_conflict(context):
-        changes = rebuild_snapshot(wh, first, last, settings)
+        changes = update_snapshot(wh, first, last, settings)
     return dg.MaterializeResult(
         metadata={
             "days_rewritten": changes.days_rewritten,

@@ -1,25 +1,32 @@
-"""Accepted raw rows of one or more event days -> the ``events`` table rows (one per ``messageId``).
+"""Accepted raw rows -> the ``events`` table (one row per ``messageId`` and event day).
 
-The dedup key and the rule for which copy survives are written down once, here.
+Two ways, same result: ``absorb`` merges only the rows of pending loads (see ``ledger.py``) into the
+days they touch; ``rebuild`` recomputes whole days from every received day the map names (used when a
+received day was re-ingested with other rows). The dedup key and the rule for which copy survives are
+written down once, here.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from datetime import date
+
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from datetime import date
-
+from sessions_assets import ledger
+from sessions_assets.partitions import contiguous_ranges
 from sessions_assets.tables import EVENTS, PARTITION_MAP, RAW_EVENTS, Warehouse
 
-DEDUP_KEY = "message_id"
+CONSUMER = "events"
+DEDUP_KEY = ("event_date", "message_id")
 # The copy kept is the earliest received; ties are broken on stable columns so any arrival order agrees.
 KEEP_FIRST = ("received_at", "received_date", "payload")
 
 
 def dedupe(raw: DataFrame) -> DataFrame:
     """One row per ``message_id``: the earliest-received copy, whatever order the received days came in."""
-    ranked = raw.withColumn("_copy", F.row_number().over(Window.partitionBy(DEDUP_KEY).orderBy(*KEEP_FIRST)))
+    ranked = raw.withColumn("_copy", F.row_number().over(Window.partitionBy(*DEDUP_KEY).orderBy(*KEEP_FIRST)))
     return ranked.where(F.col("_copy") == 1).select(*EVENTS.schema.fieldNames())
 
 
@@ -36,3 +43,68 @@ def raw_rows_for(wh: Warehouse, received_days: list[date], first: date, last: da
         .where(F.col("received_date").isin(received_days) if received_days else F.lit(False))
         .where(F.col("event_date").between(F.lit(first), F.lit(last)))
     )
+
+
+# The incoming copy replaces the stored one when it was received earlier. Loads of one received day are
+# deduplicated among themselves first, so the two copies always come from different received days.
+_EARLIER = "s.received_at < t.received_at OR (s.received_at = t.received_at AND s.received_date < t.received_date)"
+
+
+@dataclass
+class EventChanges:
+    inserted: int = 0
+    replaced: int = 0  # stored copies replaced by an earlier-received one
+    rebuilt_days: list[date] = field(default_factory=list)
+    loads_absorbed: int = 0
+    copies_read: int = 0
+
+
+def absorb(wh: Warehouse, loads: set[ledger.Load], changes: EventChanges) -> None:
+    """MERGE the rows of ``loads`` into ``events``: insert new messages, keep the earliest copy of known ones."""
+    if not loads:
+        return
+    raw = ledger.rows_of(wh, loads).persist()
+    try:
+        changes.copies_read += raw.count()
+        days = ", ".join(f"DATE'{d.isoformat()}'" for d in sorted({load[0] for load in loads}))
+        (
+            wh.delta(EVENTS)
+            .alias("t")
+            .merge(
+                dedupe(raw).alias("s"),
+                f"t.event_date IN ({days}) AND t.event_date = s.event_date AND t.message_id = s.message_id",
+            )
+            .whenMatchedUpdateAll(condition=_EARLIER)
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
+        metrics = wh.delta(EVENTS).history(1).head().operationMetrics
+        changes.inserted += int(metrics.get("numTargetRowsInserted", 0))
+        changes.replaced += int(metrics.get("numTargetRowsUpdated", 0))
+    finally:
+        raw.unpersist()
+
+
+def rebuild(wh: Warehouse, first: date, last: date, changes: EventChanges) -> None:
+    """Recompute event days ``first..last`` whole, from every received day the map names for them."""
+    raw = raw_rows_for(wh, contributing_received_days(wh, first, last), first, last).persist()
+    try:
+        rows = dedupe(raw)
+        wh.replace_partitions(EVENTS, rows, first, last)
+        changes.copies_read += raw.count()
+        changes.inserted += rows.count()
+    finally:
+        raw.unpersist()
+
+
+def update_events(wh: Warehouse, first: date, last: date) -> EventChanges:
+    """Bring event days ``first..last`` up to date with the partition map: stale days whole, the rest by load."""
+    position = ledger.state(wh, CONSUMER, ledger.partition_map_loads(wh), first, last)
+    changes = EventChanges(rebuilt_days=sorted(position.stale_days))
+    for a, b in contiguous_ranges(position.stale_days):
+        rebuild(wh, a, b, changes)
+    absorb(wh, position.pending, changes)
+    whole = {load for load in position.source if load[0] in position.stale_days}
+    ledger.record(wh, CONSUMER, position.pending | whole, position.stale_days)
+    changes.loads_absorbed = len(position.pending | whole)
+    return changes

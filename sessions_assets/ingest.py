@@ -147,8 +147,16 @@ def split(classified: DataFrame, received_day: date) -> tuple[DataFrame, DataFra
 
 
 def partition_map_rows(accepted: DataFrame) -> DataFrame:
-    """Which event days one received day's accepted rows touch, with counts (the recorded mapping)."""
-    return accepted.groupBy("received_date", "event_date").agg(F.count(F.lit(1)).alias("events"))
+    """Which event days one received day's accepted rows touch, with counts (the recorded mapping).
+
+    ``content_hash`` is an order-independent hash of those rows, so consumers can tell a re-ingest that
+    changed nothing from one that changed the rows of an event day.
+    """
+    row_hash = F.xxhash64(*[F.col(c) for c in accepted.columns if c != "source_file"]).cast("decimal(38,0)")
+    return accepted.groupBy("received_date", "event_date").agg(
+        F.count(F.lit(1)).alias("events"),
+        F.concat_ws(":", F.count(F.lit(1)), F.sum(row_hash)).alias("content_hash"),
+    )
 
 
 @dataclass
@@ -159,6 +167,9 @@ class IngestedDay:
     accepted: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
     events_per_day: dict[date, int] = field(default_factory=dict)  # the recorded partition map
+    # Event days this ingest may have changed: those it maps now and those a previous ingest of the same
+    # received day mapped (a re-ingest without an event day must still correct that day).
+    affected_event_days: list[date] = field(default_factory=list)
     written: dict[str, bool] = field(default_factory=dict)  # table -> whether a new version was committed
 
 
@@ -172,9 +183,11 @@ def load_received_day(wh: Warehouse, settings: PipelineSettings, received_day: d
         accepted, rejected = split(classified, received_day)
         mapping = partition_map_rows(accepted).persist()
         result = IngestedDay()
+        before = {r.event_date for r in wh.read(PARTITION_MAP, received_day, received_day).select("event_date").collect()}
         for table, rows in ((RAW_EVENTS, accepted), (REJECTED_EVENTS, rejected), (PARTITION_MAP, mapping)):
             result.written[table.name] = wh.replace_partitions(table, rows, received_day, received_day)
         result.events_per_day = {r.event_date: r.events for r in sorted(mapping.collect())}
+        result.affected_event_days = sorted(before | set(result.events_per_day))
         result.reasons = {r.reason: r["count"] for r in rejected.groupBy("reason").count().collect()}
         result.accepted = sum(result.events_per_day.values())
         result.lines = classified.count()

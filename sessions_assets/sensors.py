@@ -18,7 +18,7 @@ from dagster._core.definitions.events import AssetKeyPartitionKey
 
 from sessions_assets import ingest
 from sessions_assets.affected import RebuildPlan, plan_rebuild
-from sessions_assets.config import PipelineSettings, max_days_per_run_from_env
+from sessions_assets.config import PipelineSettings
 from sessions_assets.partitions import daily_partitions, days_between, partition_bounds
 
 PARTITION_MAP = dg.AssetKey("partition_map")
@@ -68,7 +68,7 @@ def plan_for(instance: dg.DagsterInstance, records: list[dg.EventLogRecord], wit
     """What the received days of these ``partition_map`` materializations require: the one decision
     shared by the late-data sensor and ``sessions-assets run``."""
     return plan_rebuild(
-        touched_by(records), horizon(instance), partition_bounds(), max_days_per_run_from_env(), with_snapshot=with_snapshot
+        touched_by(records), horizon(instance), partition_bounds(), with_snapshot=with_snapshot
     )
 
 

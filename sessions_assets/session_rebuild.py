@@ -1,30 +1,36 @@
-"""Bring the ``sessions`` table up to date for the session days ``first..last``.
+"""Bring ``sessions`` up to date with ``events``, recomputing only the chains that new events touch.
 
-The unit of recomputation is the chain (see ``sessionize``): every chain of a user that has an event on
-``first..last`` is re-sessionized *whole*, from the ``events`` table, and merged into ``sessions``
-wherever its sessions start, deleting the rows it supersedes in whatever partition holds them. Because
-it reads events (the truth) and never earlier session rows, the result for those chains is exact whether
-or not neighbouring days were rebuilt before, after or in the same run; and since a stale session always
-overlaps a chain that gained an event on a day the late-data sensor requests, every stale row is found.
+The unit of recomputation is the chain (see ``sessionize``). A run starts from *seeds*, (user, event
+day) pairs whose events changed: the rows of the loads ``events`` absorbed since ``sessions`` last ran
+(``ledger.py``), or every user of a day that ``events`` rebuilt whole. Every chain of a seed user with an
+event on a seed day is re-sessionized whole from ``events`` (the truth, never earlier session rows) and
+merged into ``sessions`` wherever its sessions start, deleting the rows it supersedes in whatever
+partition holds them. The result for those chains is therefore exact in any order of runs, and a run
+that is repeated finds nothing to change.
 
-Reads: ``events`` of ``first-1 .. last+1`` for the users seen on ``first..last`` (the declared
-neighbour mapping), more days only for users whose chain runs into the edge of what was read (only
-continuous, bot-like activity does), and the ``sessions`` rows of those users overlapping their chains.
+Reads: the seed users' ``events`` on the seed days and their neighbours (more days only for chains that
+come within one gap of the edge of what was read: continuous, bot-like activity), and their ``sessions``
+rows on those days.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import date, timedelta
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from sessions_assets import events as ev
+from sessions_assets import ledger
 from sessions_assets.config import PipelineSettings
-from sessions_assets.sessionize import assign_chains, sessions_from_chains
+from sessions_assets.partitions import days_between
+from sessions_assets.sessionize import _interval, assign_chains, sessions_from_chains
 from sessions_assets.tables import EVENTS, PARTITION_MAP, SESSIONS, Warehouse, diff_rows
 
+CONSUMER = "sessions"
 SESSION_COLUMNS = SESSIONS.schema.fieldNames()
+SEED_SCHEMA = "user_key string, event_date date"
 
 
 @dataclass
@@ -37,84 +43,155 @@ class SessionChanges:
     capped: int = 0  # rows written that were ended by the 24 h cap
     users: int = 0  # users whose chains were recomputed
     committed: bool = False
-
-
-def _midnight(d: date) -> datetime:
-    return datetime.combine(d, time(0), tzinfo=timezone.utc)
+    loads_absorbed: int = 0
+    days_rebuilt_whole: tuple[date, ...] = ()
 
 
 def _last_event_day(wh: Warehouse) -> date | None:
     return wh.read(PARTITION_MAP).agg(F.max("event_date")).head()[0]
 
 
-def load_chains(wh: Warehouse, first: date, last: date, settings: PipelineSettings) -> DataFrame:
-    """Events, chained, of every chain with an event on ``first..last``, each chain complete."""
-    gap = settings.session_gap
-    users = wh.read(EVENTS, first, last).select("user_key").distinct()
-    lo, hi = first - timedelta(days=1), last + timedelta(days=1)
-    events = wh.read(EVENTS, lo, hi).join(F.broadcast(users), "user_key", "left_semi")
-    horizon = _last_event_day(wh) or hi
+def _days(df: DataFrame, column: str = "event_date") -> list[date]:
+    return sorted(r[0] for r in df.select(column).distinct().collect())
+
+
+def _midnight(day: str) -> F.Column:
+    return F.col(day).cast("timestamp")  # the session time zone is UTC
+
+
+def load_chains(wh: Warehouse, seeds: DataFrame, settings: PipelineSettings) -> DataFrame:
+    """Events, chained, of every chain of a seed user with an event on one of that user's seed days.
+
+    Each chain is complete: reading starts at the seed days and their neighbours and grows, per user and
+    doubling, wherever a chain comes within one gap of the edge of what was read.
+    """
+    gap, first_day = settings.session_gap, settings.first_day
+    horizon = _last_event_day(wh) or first_day
+    one = F.expr("INTERVAL 1 DAY")
+    read = seeds.select("user_key", F.explode(F.array(
+        F.date_sub("event_date", 1), F.col("event_date"), F.date_add("event_date", 1))).alias("event_date"))  # fmt: skip
+    read = read.where(F.col("event_date").between(F.lit(first_day), F.lit(horizon))).distinct()
+    flagged = seeds.withColumn("_seed", F.lit(1))
     step = 1
     while True:
-        chained = assign_chains(events.select("user_key", "timestamp", "message_id", "event_date"), gap)
-        in_range = F.col("event_date").between(F.lit(first), F.lit(last))
-        chained = chained.withColumn(
-            "relevant", F.max(in_range.cast("int")).over(Window.partitionBy("user_key", "chain")) == 1
-        ).where("relevant")
-        # A chain may continue past what was read if it comes within one gap of the edge.
-        left = F.col("chain_start") < F.lit(_midnight(lo) + gap)
-        right = F.col("chain_end") >= F.lit(_midnight(hi + timedelta(days=1)) - gap)
-        edges = (
-            chained.select("user_key", (left & F.lit(lo > settings.first_day)).alias("l"),
-                           (right & F.lit(hi < horizon)).alias("r"))
-            .where("l OR r").groupBy("user_key").agg(F.max("l").alias("l"), F.max("r").alias("r"))
-            .collect()
-        )  # fmt: skip
+        events = (
+            wh.read(EVENTS)
+            .where(F.col("event_date").isin(_days(read)))
+            .select("user_key", "timestamp", "message_id", "event_date")
+            .join(read, ["user_key", "event_date"], "left_semi")
+        )
+        chained = assign_chains(events, gap).join(flagged, ["user_key", "event_date"], "left")
+        relevant = F.max("_seed").over(Window.partitionBy("user_key", "chain")).isNotNull()
+        chained = chained.withColumn("_relevant", relevant).where("_relevant").drop("_seed", "_relevant").persist()
+        start_day, end_day = F.to_date("chain_start"), F.to_date("chain_end")
+        wanted = chained.select(
+            "user_key",
+            F.explode(F.array(
+                F.when(F.col("chain_start") < start_day.cast("timestamp") + _interval(gap), F.date_sub(start_day, 1)),
+                F.when(F.col("chain_end") >= (end_day + one).cast("timestamp") - _interval(gap), F.date_add(end_day, 1)),
+            )).alias("event_date"),
+            start_day.alias("_start"),
+        ).where(F.col("event_date").between(F.lit(first_day), F.lit(horizon)))  # fmt: skip
+        edges = wanted.join(read, ["user_key", "event_date"], "left_anti").distinct().collect()
         if not edges:
             return chained
-        more = []
-        left_users = [row.user_key for row in edges if row.l]
-        right_users = [row.user_key for row in edges if row.r]
-        if left_users:
-            more.append(wh.read(EVENTS, lo - timedelta(days=step), lo - timedelta(days=1))
-                        .where(F.col("user_key").isin(left_users)))  # fmt: skip
-            lo -= timedelta(days=step)
-        if right_users:
-            more.append(wh.read(EVENTS, hi + timedelta(days=1), hi + timedelta(days=step))
-                        .where(F.col("user_key").isin(right_users)))  # fmt: skip
-            hi += timedelta(days=step)
-        for extra in more:
-            events = events.unionByName(extra)
+        chained.unpersist()
+        # Read ``step`` more days beyond each edge, in the direction the chain runs off.
+        more = [
+            (e.user_key, e.event_date - timedelta(days=k) if e.event_date < e._start else e.event_date + timedelta(days=k))
+            for e in edges for k in range(step)
+        ]  # fmt: skip
+        read = read.unionByName(wh.spark.createDataFrame(more, SEED_SCHEMA)).distinct()
         step *= 2
 
 
-def rebuild_sessions(wh: Warehouse, first: date, last: date, settings: PipelineSettings) -> SessionChanges:
-    """Recompute the chains touching ``first..last`` and merge the difference into ``sessions``."""
-    chained = load_chains(wh, first, last, settings).persist()
-    try:
-        fresh = sessions_from_chains(chained, settings.max_session).persist()
-        return _merge(wh, fresh)
-    finally:
-        chained.unpersist()
-
-
-def _merge(wh: Warehouse, fresh: DataFrame) -> SessionChanges:
-    changes = SessionChanges()
-    bounds = fresh.agg(
-        F.min(F.to_date("chain_start")), F.max(F.to_date("chain_end")), F.countDistinct("user_key")
-    ).head()
-    if bounds[0] is None:
-        return changes
-    first_day, last_day, changes.users = bounds
+def _superseded(wh: Warehouse, seeds: DataFrame, fresh: DataFrame) -> DataFrame:
+    """Stored sessions the recomputed chains decide: those overlapping a chain or holding an event on a seed day."""
     chains = fresh.select("user_key", "chain_start", "chain_end").distinct()
-    # Existing rows of these users that overlap a recomputed chain are the rows it may supersede.
-    old = (
-        wh.read(SESSIONS, first_day - timedelta(days=1), last_day)
-        .join(F.broadcast(chains).alias("c"), "user_key")
-        .where((F.col("session_start") <= F.col("c.chain_end")) & (F.col("session_end") >= F.col("c.chain_start")))
-        .select(*SESSION_COLUMNS)
-        .distinct()
+    around = fresh.select(F.explode(F.sequence(F.date_sub(F.to_date("chain_start"), 1), F.to_date("chain_end"))).alias("d"))
+    seed_days = seeds.select(F.explode(F.array(F.date_sub("event_date", 1), F.col("event_date"))).alias("d"))
+    stored = wh.read(SESSIONS).where(F.col("session_date").isin(_days(around.union(seed_days), "d")))
+    stored = stored.join(seeds.select("user_key").distinct(), "user_key", "left_semi")
+    overlapping = stored.alias("o").join(chains.alias("c"), "user_key").where(
+        (F.col("o.session_start") <= F.col("c.chain_end")) & (F.col("o.session_end") >= F.col("c.chain_start"))
     )
+    on_seed_day = stored.join(seeds, "user_key").where(
+        F.col("event_date").between(F.to_date("session_start"), F.to_date("session_end"))
+    )
+    return overlapping.select(*SESSION_COLUMNS).union(on_seed_day.select(*SESSION_COLUMNS)).distinct()
+
+
+def _uncovered_days(old: DataFrame, fresh: DataFrame, seeds: DataFrame) -> DataFrame:
+    """(user, day) of stored sessions that no recomputed chain contains and that are not seeds yet.
+
+    Only a removed event (a received day re-ingested with other rows) can leave such a session: its
+    remaining events may sit in chains that were not recomputed, so its days become seeds too.
+    """
+    chains = fresh.select("user_key", "chain_start", "chain_end").distinct()
+    outside = old.alias("o").join(
+        chains.alias("c"),
+        (F.col("o.user_key") == F.col("c.user_key"))
+        & (F.col("c.chain_start") <= F.col("o.session_start"))
+        & (F.col("o.session_end") <= F.col("c.chain_end")),
+        "left_anti",
+    )
+    days = outside.select("user_key", F.explode(F.array(F.to_date("session_start"), F.to_date("session_end"))).alias("event_date"))
+    return days.distinct().join(seeds, ["user_key", "event_date"], "left_anti")
+
+
+def rebuild_sessions(wh: Warehouse, seeds: DataFrame, settings: PipelineSettings) -> SessionChanges:
+    """Recompute the chains of ``seeds`` (``user_key``, ``event_date``) and merge the difference into ``sessions``."""
+    seeds = seeds.select("user_key", "event_date").distinct().persist()
+    while True:
+        chained = load_chains(wh, seeds, settings)
+        fresh = sessions_from_chains(chained, settings.max_session).persist()
+        old = _superseded(wh, seeds, fresh).persist()
+        more = _uncovered_days(old, fresh, seeds).collect()
+        try:
+            if not more:
+                return _merge(wh, fresh, old)
+        finally:
+            for df in (old, fresh, chained, seeds):
+                df.unpersist()
+        seeds = seeds.union(wh.spark.createDataFrame(more, SEED_SCHEMA)).distinct().persist()
+
+
+def users_on_days(wh: Warehouse, days: list[date]) -> DataFrame:
+    """Seeds for recomputing whole days: every user with an event, or a stored session, on one of them."""
+    from_events = wh.read(EVENTS).where(F.col("event_date").isin(days)).select("user_key", "event_date")
+    previous = sorted({d - timedelta(days=k) for d in days for k in (0, 1)})
+    stored = wh.read(SESSIONS).where(F.col("session_date").isin(previous)).select(
+        "user_key", F.explode(F.array(F.to_date("session_start"), F.to_date("session_end"))).alias("event_date")
+    )
+    return from_events.union(stored.where(F.col("event_date").isin(days))).distinct()
+
+
+def rebuild_session_days(wh: Warehouse, first: date, last: date, settings: PipelineSettings) -> SessionChanges:
+    """Recompute sessions days ``first..last`` whole (what a whole-day rebuild does; the benchmark's baselines)."""
+    return rebuild_sessions(wh, users_on_days(wh, days_between(first, last)), settings)
+
+
+def update_sessions(wh: Warehouse, first: date, last: date, settings: PipelineSettings) -> SessionChanges:
+    """Absorb the loads ``events`` absorbed on event days ``first..last`` and ``sessions`` has not yet."""
+    position = ledger.state(wh, CONSUMER, ledger.absorbed(wh, ev.CONSUMER), first, last)
+    seeds = []
+    if position.pending:
+        seeds.append(ledger.rows_of(wh, position.pending).select("user_key", "event_date"))
+    if position.stale_days:
+        seeds.append(users_on_days(wh, sorted(position.stale_days)))
+    changes = SessionChanges()
+    if seeds:
+        union = seeds[0] if len(seeds) == 1 else seeds[0].union(seeds[1])
+        changes = rebuild_sessions(wh, union, settings)
+    whole = {load for load in position.source if load[0] in position.stale_days}
+    ledger.record(wh, CONSUMER, position.pending | whole, position.stale_days)
+    changes.loads_absorbed, changes.days_rebuilt_whole = len(position.pending | whole), tuple(sorted(position.stale_days))
+    return changes
+
+
+def _merge(wh: Warehouse, fresh: DataFrame, old: DataFrame) -> SessionChanges:
+    changes = SessionChanges()
+    changes.users = fresh.select("user_key").distinct().count()
     new = fresh.select(*SESSION_COLUMNS)
     diff = diff_rows(new, old, ["session_id", "session_date"]).persist()
     try:

@@ -17,10 +17,13 @@ from datetime import date, timedelta
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from sessions_assets import ledger
 from sessions_assets.config import PipelineSettings
+from sessions_assets.session_rebuild import CONSUMER as SESSIONS_CONSUMER
 from sessions_assets.tables import DAILY_SNAPSHOT, SESSIONS, USER_STATES, Warehouse, diff_rows
 
 STATES = ("new", "active", "lapsing", "dormant", "churned")
+CONSUMER = "daily_snapshot"
 
 
 @dataclass
@@ -185,6 +188,122 @@ def rebuild_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineS
     finally:
         walked.unpersist()
         prior.unpersist()
+
+
+def contributions(intervals: DataFrame, lo: date, hi: date) -> DataFrame:
+    """What stays (``user_states`` rows; open = up to ``hi``) add to each (day, state) of ``lo..hi``.
+
+    The same sums ``snapshot_rows`` takes over walked users: a day on hand with its age, entering on the
+    first day of a stay, exiting the day after its last.
+    """
+    until = F.least(F.coalesce(F.col("valid_to"), F.lit(hi)), F.lit(hi))
+    on_hand = intervals.where((F.col("valid_from") <= F.lit(hi)) & (until >= F.lit(lo))).select(
+        "state", "valid_from", F.explode(F.sequence(F.greatest("valid_from", F.lit(lo)), until)).alias("day")
+    )
+    exits = intervals.where(F.date_add("valid_to", 1).between(F.lit(lo), F.lit(hi)))
+    zero = F.lit(0).cast("long")
+    return on_hand.select(
+        "day", "state", F.lit(1).cast("long").alias("users_on_hand"),
+        (F.col("day") == F.col("valid_from")).cast("long").alias("users_entered"), zero.alias("users_exited"),
+        F.datediff("day", "valid_from").cast("long").alias("sum_days_in_state"),
+    ).unionByName(exits.select(
+        F.date_add("valid_to", 1).alias("day"), "state", zero.alias("users_on_hand"), zero.alias("users_entered"),
+        F.lit(1).cast("long").alias("users_exited"), zero.alias("sum_days_in_state"),
+    ))  # fmt: skip
+
+
+_MEASURES = ("users_on_hand", "users_entered", "users_exited", "sum_days_in_state")
+
+
+def _with_average(counts: DataFrame) -> DataFrame:
+    average = F.round(F.coalesce(F.try_divide("sum_days_in_state", "users_on_hand"), F.lit(0.0)), 4)
+    return counts.withColumn("avg_days_in_state", average).where(
+        "users_on_hand > 0 OR users_entered > 0 OR users_exited > 0"
+    )
+
+
+def correct_users(wh: Warehouse, users: DataFrame, lo: date, hi: date, settings: PipelineSettings) -> SnapshotChanges:
+    """Correct days ``lo..hi`` of an existing snapshot for ``users`` whose sessions changed on or after ``lo``.
+
+    Every other user's contribution is untouched, so each day changes by these users' new contribution
+    minus their old one (from ``user_states``): the cost follows the users, not the days of history. The
+    snapshot write is tagged with the ``user_states`` version it was computed against, so a run that dies
+    between the two commits and is retried does not apply the difference twice.
+    """
+    changes = SnapshotChanges(first=lo)
+    before = lo - timedelta(days=1)
+    states = wh.read(USER_STATES).join(users, "user_key", "left_semi").persist()
+    based_on = wh.version(USER_STATES)
+    session_days = wh.read(SESSIONS, lo, hi).join(users, "user_key", "left_semi").select("user_key", "session_date").distinct()
+    walked = walk_states(states_on(states, before), session_days, lo, hi, settings).persist()
+    try:
+        walked_users = walked.select("user_key").distinct()
+        stored = states.join(walked_users, "user_key", "left_semi").where(
+            F.col("valid_to").isNull() | (F.col("valid_to") >= F.lit(before))
+        )
+        fresh = state_intervals(walked, lo, hi)
+        delta = contributions(fresh, lo, hi).unionByName(
+            contributions(stored, lo, hi).select("day", "state", *[(-F.col(m)).alias(m) for m in _MEASURES])
+        )
+        current = wh.read(DAILY_SNAPSHOT, lo, hi).select(F.col("snapshot_date").alias("day"), "state", *_MEASURES)
+        rows = _with_average(
+            current.unionByName(delta).groupBy("day", "state").agg(*[F.sum(m).cast("long").alias(m) for m in _MEASURES])
+        ).withColumnRenamed("day", "snapshot_date")
+        wh.replace_partitions(DAILY_SNAPSHOT, rows, lo, hi, txn=("daily_snapshot-corrections", based_on))
+        diff = diff_rows(fresh, stored, ["user_key", "valid_from"]).persist()
+        changes.users_changed = diff.select("user_key").distinct().count()
+        if changes.users_changed:
+            wh.apply_diff(USER_STATES, diff, ["user_key", "valid_from"])
+        diff.unpersist()
+        changes.users_walked = walked_users.count()
+        changes.days_rewritten = (hi - lo).days + 1
+        return changes
+    finally:
+        walked.unpersist()
+        states.unpersist()
+
+
+def absorb_users(wh: Warehouse, users: DataFrame, lo: date, last: date, settings: PipelineSettings) -> SnapshotChanges:
+    """Bring the snapshot to ``last`` after ``users``' sessions changed from ``lo`` on.
+
+    Days already in the snapshot are corrected for those users only; days past it are carried forward from
+    the balance as usual. Without a snapshot yet, it is built from the first session day.
+    """
+    built_from, built_to = wh.read(DAILY_SNAPSHOT).agg(F.min("snapshot_date"), F.max("snapshot_date")).head()
+    if built_to is None or lo < built_from:  # nothing to correct, or a user older than the snapshot's start
+        return rebuild_snapshot(wh, lo, last, settings)
+    changes = SnapshotChanges(first=min(lo, built_to + timedelta(days=1)))
+    if lo <= built_to:
+        corrected = correct_users(wh, users, lo, built_to, settings)
+        changes.users_walked, changes.users_changed = corrected.users_walked, corrected.users_changed
+        changes.days_rewritten = corrected.days_rewritten
+    if last > built_to:
+        forward = rebuild_snapshot(wh, built_to + timedelta(days=1), last, settings)
+        changes.users_walked += forward.users_walked
+        changes.users_changed += forward.users_changed
+        changes.days_rewritten += forward.days_rewritten
+    latest = wh.read(DAILY_SNAPSHOT, last, last).collect()
+    changes.on_hand_latest = {s: 0 for s in STATES} | {r.state: r.users_on_hand for r in latest}
+    return changes
+
+
+def update_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineSettings) -> SnapshotChanges:
+    """Absorb the loads ``sessions`` absorbed since the snapshot last ran, and reach ``last``.
+
+    The users of those loads are the only ones whose sessions changed: they are corrected from the day
+    before their earliest load (``absorb_users``). With nothing pending (a re-run, a backfill from the UI)
+    or after ``sessions`` recomputed whole days, days ``first..last`` are carried from the balance as before.
+    """
+    position = ledger.state(wh, CONSUMER, ledger.absorbed(wh, SESSIONS_CONSUMER))
+    one = timedelta(days=1)
+    if position.pending and not position.stale_days:
+        users = ledger.rows_of(wh, position.pending).select("user_key").distinct()
+        changes = absorb_users(wh, users, min(load[0] for load in position.pending) - one, last, settings)
+    else:
+        changes = rebuild_snapshot(wh, min([first] + [d - one for d in position.stale_days]), last, settings)
+    whole = {load for load in position.source if load[0] in position.stale_days}
+    ledger.record(wh, CONSUMER, position.pending | whole, position.stale_days)
+    return changes
 
 
 def _start_of_history(wh: Warehouse, first: date) -> date | None:

@@ -21,7 +21,7 @@ import dagster as dg
 from dagster._core.events import DagsterEventType
 
 from sessions_assets.affected import RebuildPlan, neighbour_days, plan_rebuild
-from sessions_assets.config import PipelineSettings, max_days_per_run_from_env
+from sessions_assets.config import PipelineSettings
 from sessions_assets.partitions import days_between, partition_bounds
 from sessions_assets.runner import pending_received_days
 from sessions_assets.sensors import PARTITION_MAP, horizon, touched_by
@@ -97,8 +97,6 @@ def pipeline_status(instance: dg.DagsterInstance, settings: PipelineSettings, as
         return PipelineStatus("first run", to_ingest)
     never = [a for a in REBUILT if a in assets and not instance.get_materialized_partitions(dg.AssetKey(a))]
     behind = unfinished(instance, assets)
-    plan = plan_rebuild(
-        behind, latest_day, partition_bounds(), max_days_per_run_from_env(), with_snapshot="daily_snapshot" in assets
-    )
+    plan = plan_rebuild(behind, latest_day, partition_bounds(), with_snapshot="daily_snapshot" in assets)
     state = "new asset added" if never else "out of sync" if behind else "standard"
     return PipelineStatus(state, to_ingest, plan, never)

@@ -52,8 +52,13 @@ RAW_EVENTS = Table(
 REJECTED_EVENTS = Table(
     "rejected_events", "received_date", _schema("payload string, reason string, source_file string, received_date date")
 )
+# ``content_hash`` identifies the accepted rows of one (received day, event day): a re-ingest with the same
+# rows keeps it, one with other rows changes it (see ``ledger.py``).
 PARTITION_MAP = Table(
-    "partition_map", "received_date", _schema("received_date date, event_date date, events long"), ("event_date",)
+    "partition_map",
+    "received_date",
+    _schema("received_date date, event_date date, events long, content_hash string"),
+    ("event_date",),
 )
 EVENTS = Table(
     "events",
@@ -85,6 +90,14 @@ DAILY_SNAPSHOT = Table(
 # Each user's lifecycle history, one row per stay in a state (valid_to null = still in it at the horizon):
 # the per-user balance the snapshot carries forward. Small: rows grow with state changes, not events.
 USER_STATES = Table("user_states", None, _schema("user_key string, state string, valid_from date, valid_to date"))
+
+
+# Which (event day, received day, content) loads each derived table has absorbed (``ledger.py``).
+APPLIED_LOADS = Table(
+    "applied_loads",
+    "consumer",
+    _schema("consumer string, event_date date, received_date date, content_hash string"),
+)
 
 
 class Warehouse:
@@ -150,10 +163,13 @@ class Warehouse:
             .execute()
         )
 
-    def replace_partitions(self, table: Table, rows: DataFrame, first: date, last: date) -> bool:
+    def replace_partitions(
+        self, table: Table, rows: DataFrame, first: date, last: date, txn: tuple[str, int] | None = None
+    ) -> bool:
         """Atomically make partitions ``first..last`` hold exactly ``rows``; skip the commit if they already do.
 
-        Returns whether a new table version was written.
+        ``txn`` (application id, version) makes the write idempotent: Delta ignores it if that application
+        already committed that version or a later one. Returns whether a new table version was written.
         """
         rows = rows.select(*table.schema.fieldNames())
         if table.sort_columns:
@@ -162,8 +178,11 @@ class Warehouse:
         if _fingerprint(current) == _fingerprint(rows):
             return False
         column = table.partition_column
+        writer = rows.write
+        if txn is not None:
+            writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
         (
-            rows.write.format("delta")
+            writer.format("delta")
             .mode("overwrite")
             .option("replaceWhere", f"{column} >= '{first.isoformat()}' AND {column} <= '{last.isoformat()}'")
             .save(self.path(table))

@@ -12,7 +12,7 @@ from datetime import date
 import pytest
 from pyspark.sql import functions as F
 
-from sessions_assets.tables import EVENTS, PARTITION_MAP, RAW_EVENTS, REJECTED_EVENTS
+from sessions_assets.tables import EVENTS, PARTITION_MAP, RAW_EVENTS, REJECTED_EVENTS, SESSIONS
 from sessions_assets_tests.landing import segment, write_day
 
 R = date(2024, 3, 16)  # the received day under test
@@ -114,8 +114,10 @@ def test_duplicates_across_received_days_keep_the_earliest_copy_in_any_order(ord
     rows = warehouse.read(EVENTS).collect()
     assert sorted((r.message_id, r.event) for r in rows) == [("dup", "First Copy"), ("other", "Page Viewed")]
     metadata = result.get_asset_materialization_events()[0].materialization.metadata
-    assert metadata["duplicates_dropped"].value == 2
-    assert metadata["contributing_received_days"].value == ["2024-03-10", "2024-03-12"]
+    # The second run read only its own received day's copies; it replaced the stored copy only if earlier.
+    assert metadata["copies_read"].value == 2
+    assert metadata["copies_replaced_by_earlier"].value == (0 if order == "in_order" else 1)
+    assert metadata["loads_absorbed"].value == 1
 
 
 def test_events_of_a_day_read_only_the_received_partitions_the_map_names(data_root, runner, warehouse):
@@ -135,3 +137,35 @@ def test_events_of_a_day_read_only_the_received_partitions_the_map_names(data_ro
     assert read == {"2024-03-10", "2024-03-12"}  # 2024-03-11 is never opened
     assert sorted(r.message_id for r in source.collect()) == ["a", "c"]
     assert source.where(F.col("event_date") != "2024-03-10").count() == 0
+
+
+def test_events_absorb_only_the_loads_of_the_new_received_day(data_root, runner, warehouse):
+    from sessions_assets import events as ev
+    from sessions_assets import ledger
+
+    write_day(data_root, "2024-03-10", [segment("a", "u1", "2024-03-10 10:00")])
+    write_day(data_root, "2024-03-11", [segment("b", "u1", "2024-03-11 10:00")])
+    for d in (10, 11):
+        runner.materialize("raw_events", date(2024, 3, d))
+    runner.materialize("events", date(2024, 3, 10), date(2024, 3, 11))
+    write_day(data_root, "2024-03-12", [segment("c", "u1", "2024-03-10 11:00", "2024-03-12 09:00")])
+    runner.materialize("raw_events", date(2024, 3, 12))
+    position = ledger.state(warehouse, ev.CONSUMER, ledger.partition_map_loads(warehouse), date(2024, 3, 10), date(2024, 3, 11))
+    assert [(load[0], load[1]) for load in position.pending] == [(date(2024, 3, 10), date(2024, 3, 12))]
+    assert not position.stale_days
+    read = {f.split("received_date=")[1][:10] for f in ledger.rows_of(warehouse, position.pending).inputFiles()}
+    assert read == {"2024-03-12"}  # the history's received days are never opened
+
+
+def test_a_received_day_reingested_with_fewer_events_rebuilds_its_event_days_whole(data_root, runner, warehouse):
+    write_day(data_root, "2024-03-10", [segment("a", "u1", "2024-03-10 10:00")])
+    write_day(data_root, "2024-03-12", [segment("b", "u1", "2024-03-10 10:10", "2024-03-12 09:00"),
+                                        segment("c", "u2", "2024-03-11 10:00", "2024-03-12 09:00")])  # fmt: skip
+    for d in (10, 12):
+        runner.process(date(2024, 3, d))
+    assert warehouse.read(SESSIONS).where("user_key = 'u1'").collect()[0].num_events == 2
+    write_day(data_root, "2024-03-12", [segment("c", "u2", "2024-03-11 10:00", "2024-03-12 09:00")])  # b withdrawn
+    report = runner.process(date(2024, 3, 12))
+    assert sorted(r.message_id for r in warehouse.read(EVENTS).collect()) == ["a", "c"]
+    assert [(r.user_key, r.num_events) for r in warehouse.read(SESSIONS).orderBy("user_key").collect()] == [("u1", 1), ("u2", 1)]
+    assert report.plan.events == ((date(2024, 3, 10), date(2024, 3, 11)),)

@@ -87,7 +87,7 @@ def test_concurrent_writes_to_one_partition_are_recognised_as_conflicts(warehous
     errors: list[BaseException] = []
 
     def write(n: int) -> None:
-        rows = spark.createDataFrame([(day, day, n)], "received_date date, event_date date, events long")
+        rows = spark.createDataFrame([(day, day, n, str(n))], PARTITION_MAP.schema)
         try:
             warehouse.replace_partitions(PARTITION_MAP, rows, day, day)
         except Exception as error:  # noqa: BLE001 - inspected below
@@ -129,6 +129,24 @@ def _kill_mid_write(command: list[str], env: dict, warehouse: Path, timeout: flo
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
+
+
+def test_a_retried_snapshot_correction_is_not_applied_twice(warehouse, spark):
+    """A correction is a difference: its write carries the ``user_states`` version it was computed from,
+    and Delta ignores a second write with the same version (a retry after dying before ``user_states``)."""
+    from sessions_assets.tables import DAILY_SNAPSHOT
+
+    day = date(2024, 3, 1)
+
+    def write(on_hand: int, version: int) -> bool:
+        rows = spark.createDataFrame([(day, "active", on_hand, 0, 0, 0.0, 0)], DAILY_SNAPSHOT.schema)
+        return warehouse.replace_partitions(DAILY_SNAPSHOT, rows, day, day, txn=("corrections", version))
+
+    write(5, 3)
+    write(6, 3)  # the retry of version 3, computed from the already corrected table: ignored
+    assert [r.users_on_hand for r in warehouse.read(DAILY_SNAPSHOT).collect()] == [5]
+    write(7, 4)  # the next correction goes through
+    assert [r.users_on_hand for r in warehouse.read(DAILY_SNAPSHOT).collect()] == [7]
 
 
 def test_killed_run_leaves_committed_tables_and_the_next_run_repairs(tmp_path, spark, data_root, monkeypatch, capsys):

@@ -27,7 +27,7 @@ def _requested(run_request: dg.RunRequest) -> dict[str, set[str]]:
     return {key.to_user_string(): set(subset.get_partitions_subset(key).get_partition_keys()) for key in subset.asset_keys}
 
 
-def test_late_data_sensor_requests_touched_days_and_their_neighbours(data_root, runner, resources):
+def test_late_data_sensor_requests_the_span_of_touched_days_and_their_neighbours(data_root, runner, resources):
     write_day(data_root, R, [
         segment("a", "u1", f"{A} 10:00", f"{R} 08:00"),
         segment("b", "u2", f"{B} 23:50", f"{R} 08:00"),
@@ -38,8 +38,8 @@ def test_late_data_sensor_requests_touched_days_and_their_neighbours(data_root, 
     result = late_data_sensor(context)
     [request] = result.run_requests
     assert _requested(request) == {
-        "events": {A.isoformat(), B.isoformat()},
-        "sessions": _days(A - timedelta(days=1), A + timedelta(days=1)) | _days(B - timedelta(days=1), B + timedelta(days=1)),
+        "events": _days(A, B),
+        "sessions": _days(A - timedelta(days=1), B + timedelta(days=1)),
         "daily_snapshot": _days(A - timedelta(days=1), R),
     }
     assert request.tags[RECEIVED_DAYS_TAG] == R.isoformat()
@@ -57,7 +57,7 @@ def test_late_data_sensor_sees_every_received_day_since_its_cursor(data_root, ru
     repository = build_definitions(resources).get_repository_def()
     result = late_data_sensor(dg.build_sensor_context(instance=runner.instance, repository_def=repository))
     [request] = result.run_requests
-    assert _requested(request)["events"] == {"2024-03-01", "2024-03-20"}
+    assert _requested(request)["events"] == _days(date(2024, 3, 1), date(2024, 3, 20))
     assert request.tags[RECEIVED_DAYS_TAG] == "2024-03-20,2024-03-22"
 
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from sessions_assets.config import PipelineSettings
 from pyspark.sql import functions as F
 
-from sessions_assets.snapshot import rebuild_snapshot, snapshot_rows, states_on, walk_states
+from sessions_assets.snapshot import absorb_users, rebuild_snapshot, snapshot_rows, states_on, walk_states
 from sessions_assets.tables import DAILY_SNAPSHOT, SESSIONS, USER_STATES, Warehouse
 from sessions_assets_tests import reference
 
@@ -111,8 +111,10 @@ def test_a_first_build_starts_at_the_first_session_day(warehouse):
 @given(
     sessions=st.lists(st.tuples(st.sampled_from(["u1", "u2", "u3", "u4"]), st.integers(0, 45)), min_size=1, max_size=14),
     batches=st.integers(1, 4),
+    by_user=st.booleans(),
 )
-def test_incremental_snapshot_equals_a_recompute_after_every_arrival(tmp_path_factory, spark, sessions, batches):
+def test_incremental_snapshot_equals_a_recompute_after_every_arrival(tmp_path_factory, spark, sessions, batches, by_user):
+    """Either way of absorbing late sessions: whole days from the balance, or only the users who changed."""
     wh = Warehouse(spark, PipelineSettings(data_root=str(tmp_path_factory.mktemp("snap"))))
     arrived: list[tuple[str, int]] = []
     horizon = 0
@@ -123,7 +125,12 @@ def test_incremental_snapshot_equals_a_recompute_after_every_arrival(tmp_path_fa
         add_sessions(wh, batch)
         arrived += batch
         horizon = max(horizon, max(n for _, n in batch)) + 1  # the data's horizon moves on
-        rebuild_snapshot(wh, _day(min(n for _, n in batch)), _day(horizon), PipelineSettings())
+        lo = _day(min(n for _, n in batch))
+        if by_user:
+            users = spark.createDataFrame(sorted({(u,) for u, _ in batch}), "user_key string")
+            absorb_users(wh, users, lo, _day(horizon), PipelineSettings())
+        else:
+            rebuild_snapshot(wh, lo, _day(horizon), PipelineSettings())
         assert table(wh) == oracle(arrived, horizon)
 
 
