@@ -8,8 +8,9 @@
 - **standard**: every recorded received day is fully propagated; only new landing files are due.
 
 The test is by event-log order: a partition is behind a received day when its latest materialization is
-older than that day's latest ``partition_map`` materialization. No extra bookkeeping table is needed,
-and it is the same instance the UI shows.
+older than that day's latest ``partition_map`` materialization: the same instance the UI shows. (What
+each table has absorbed, load by load, is the warehouse's own ledger, ``ledger.py``; a run that is
+planned from here and finds nothing pending there does almost nothing.)
 """
 
 from __future__ import annotations
