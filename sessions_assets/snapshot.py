@@ -156,6 +156,25 @@ def state_intervals(walked: DataFrame, first: date, last: date) -> DataFrame:
     return stays.select("user_key", "state", "valid_from", "valid_to").unionByName(closed)
 
 
+def _stays_from(states: DataFrame, users: DataFrame, before: date) -> DataFrame:
+    """The stored stays of ``users`` that a walk from ``before + 1`` recomputes: those reaching ``before``."""
+    return states.join(users, "user_key", "left_semi").where(
+        F.col("valid_to").isNull() | (F.col("valid_to") >= F.lit(before))
+    )
+
+
+def _store_stays(wh: Warehouse, fresh: DataFrame, stored: DataFrame) -> int:
+    """MERGE the walked users' recomputed stays over their stored ones; returns how many users changed."""
+    diff = diff_rows(fresh, stored, ["user_key", "valid_from"]).persist()
+    try:
+        changed = diff.select("user_key").distinct().count()
+        if changed:
+            wh.apply_diff(USER_STATES, diff, ["user_key", "valid_from"])
+        return changed
+    finally:
+        diff.unpersist()
+
+
 def rebuild_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineSettings) -> SnapshotChanges:
     """Make ``daily_snapshot`` and ``user_states`` exact for ``first..last``, given they are up to ``first - 1``."""
     first = _start_of_history(wh, first)
@@ -172,14 +191,8 @@ def rebuild_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineS
         resting = prior.join(walked_users, "user_key", "left_anti")
         rows = snapshot_rows(walked, resting, first, last)
         wh.replace_partitions(DAILY_SNAPSHOT, rows, first, last)
-        old = states.join(walked_users, "user_key", "left_semi").where(
-            F.col("valid_to").isNull() | (F.col("valid_to") >= F.lit(before))
-        )
-        diff = diff_rows(state_intervals(walked, first, last), old, ["user_key", "valid_from"]).persist()
-        changes.users_changed = diff.select("user_key").distinct().count()
-        if changes.users_changed:
-            wh.apply_diff(USER_STATES, diff, ["user_key", "valid_from"])
-        diff.unpersist()
+        stored = _stays_from(states, walked_users, before)
+        changes.users_changed = _store_stays(wh, state_intervals(walked, first, last), stored)
         changes.users_walked = walked_users.count()
         changes.days_rewritten = (last - first).days + 1
         latest = wh.read(DAILY_SNAPSHOT, last, last).collect()
@@ -238,9 +251,7 @@ def correct_users(wh: Warehouse, users: DataFrame, lo: date, hi: date, settings:
     walked = walk_states(states_on(states, before), session_days, lo, hi, settings).persist()
     try:
         walked_users = walked.select("user_key").distinct()
-        stored = states.join(walked_users, "user_key", "left_semi").where(
-            F.col("valid_to").isNull() | (F.col("valid_to") >= F.lit(before))
-        )
+        stored = _stays_from(states, walked_users, before)
         fresh = state_intervals(walked, lo, hi)
         delta = contributions(fresh, lo, hi).unionByName(
             contributions(stored, lo, hi).select("day", "state", *[(-F.col(m)).alias(m) for m in _MEASURES])
@@ -250,11 +261,7 @@ def correct_users(wh: Warehouse, users: DataFrame, lo: date, hi: date, settings:
             current.unionByName(delta).groupBy("day", "state").agg(*[F.sum(m).cast("long").alias(m) for m in _MEASURES])
         ).withColumnRenamed("day", "snapshot_date")
         wh.replace_partitions(DAILY_SNAPSHOT, rows, lo, hi, txn=("daily_snapshot-corrections", based_on))
-        diff = diff_rows(fresh, stored, ["user_key", "valid_from"]).persist()
-        changes.users_changed = diff.select("user_key").distinct().count()
-        if changes.users_changed:
-            wh.apply_diff(USER_STATES, diff, ["user_key", "valid_from"])
-        diff.unpersist()
+        changes.users_changed = _store_stays(wh, fresh, stored)
         changes.users_walked = walked_users.count()
         changes.days_rewritten = (hi - lo).days + 1
         return changes
