@@ -156,11 +156,11 @@ def state_intervals(walked: DataFrame, first: date, last: date) -> DataFrame:
     return stays.select("user_key", "state", "valid_from", "valid_to").unionByName(closed)
 
 
-def _stays_from(states: DataFrame, users: DataFrame, before: date) -> DataFrame:
-    """The stored stays of ``users`` that a walk from ``before + 1`` recomputes: those reaching ``before``."""
-    return states.join(users, "user_key", "left_semi").where(
-        F.col("valid_to").isNull() | (F.col("valid_to") >= F.lit(before))
-    )
+def _stays_from(states: DataFrame, users: DataFrame | None, before: date) -> DataFrame:
+    """The stored stays (of ``users``, or all) that a walk from ``before + 1`` recomputes: those reaching ``before``."""
+    if users is not None:
+        states = states.join(users, "user_key", "left_semi")
+    return states.where(F.col("valid_to").isNull() | (F.col("valid_to") >= F.lit(before)))
 
 
 def _store_stays(wh: Warehouse, fresh: DataFrame, stored: DataFrame) -> int:
@@ -182,8 +182,9 @@ def rebuild_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineS
     if first is None or first > last:
         return changes
     before = first - timedelta(days=1)
-    states = wh.read(USER_STATES)
-    prior = states_on(states, before).persist()
+    # One scan of user_states serves both the balance at ``before`` and the stays the walk replaces.
+    states = _stays_from(wh.read(USER_STATES), None, before).persist()
+    prior = states_on(states, before)
     session_days = wh.read(SESSIONS, first, last).select("user_key", "session_date").distinct()
     walked = walk_states(prior, session_days, first, last, settings).persist()
     try:
@@ -200,7 +201,7 @@ def rebuild_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineS
         return changes
     finally:
         walked.unpersist()
-        prior.unpersist()
+        states.unpersist()
 
 
 def contributions(intervals: DataFrame, lo: date, hi: date) -> DataFrame:

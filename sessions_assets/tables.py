@@ -174,20 +174,24 @@ class Warehouse:
         rows = rows.select(*table.schema.fieldNames())
         if table.sort_columns:
             rows = rows.sortWithinPartitions(table.partition_column, *table.sort_columns)
-        current = self.read(table, first, last)
-        if _fingerprint(current) == _fingerprint(rows):
-            return False
-        column = table.partition_column
-        writer = rows.write
-        if txn is not None:
-            writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
-        (
-            writer.format("delta")
-            .mode("overwrite")
-            .option("replaceWhere", f"{column} >= '{first.isoformat()}' AND {column} <= '{last.isoformat()}'")
-            .save(self.path(table))
-        )
-        return True
+        # Computed once for both the fingerprint and the write (a parse or a walk is not cheap to repeat).
+        rows = rows.persist()
+        try:
+            if _fingerprint(self.read(table, first, last)) == _fingerprint(rows):
+                return False
+            column = table.partition_column
+            writer = rows.write
+            if txn is not None:
+                writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
+            (
+                writer.format("delta")
+                .mode("overwrite")
+                .option("replaceWhere", f"{column} >= '{first.isoformat()}' AND {column} <= '{last.isoformat()}'")
+                .save(self.path(table))
+            )
+            return True
+        finally:
+            rows.unpersist()
 
 
 def diff_rows(new: DataFrame, old: DataFrame, key: list[str]) -> DataFrame:

@@ -12,10 +12,10 @@ def test_run_processes_a_generated_landing_zone_exactly_once(tmp_path, spark, mo
     root = tmp_path / "data"
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     (tmp_path / "dagster_home").mkdir()
-    assert main(["generate", "--data-root", str(root), "--days", "5", "--users", "12", "--seed", "3"]) == 0
+    assert main(["generate", "--data-root", str(root), "--days", "3", "--users", "12", "--seed", "3"]) == 0
     assert main(["run", "--data-root", str(root)]) == 0
     printed = capsys.readouterr().out
-    assert printed.count("touched event days") == 5
+    assert printed.count("touched event days") == 3
 
     wh = Warehouse(spark, build_resources(data_root=str(root))["settings"])
     assert_tables_match_oracle(wh, root)
