@@ -156,10 +156,8 @@ def state_intervals(walked: DataFrame, first: date, last: date) -> DataFrame:
     return stays.select("user_key", "state", "valid_from", "valid_to").unionByName(closed)
 
 
-def _stays_from(states: DataFrame, users: DataFrame | None, before: date) -> DataFrame:
-    """The stored stays (of ``users``, or all) that a walk from ``before + 1`` recomputes: those reaching ``before``."""
-    if users is not None:
-        states = states.join(users, "user_key", "left_semi")
+def _reaching(states: DataFrame, before: date) -> DataFrame:
+    """The stays a walk from ``before + 1`` reads (the balance) and replaces: those reaching ``before``."""
     return states.where(F.col("valid_to").isNull() | (F.col("valid_to") >= F.lit(before)))
 
 
@@ -182,8 +180,7 @@ def rebuild_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineS
     if first is None or first > last:
         return changes
     before = first - timedelta(days=1)
-    # One scan of user_states serves both the balance at ``before`` and the stays the walk replaces.
-    states = _stays_from(wh.read(USER_STATES), None, before).persist()
+    states = _reaching(wh.read(USER_STATES), before).persist()  # one scan for the balance and the stays replaced
     prior = states_on(states, before)
     session_days = wh.read(SESSIONS, first, last).select("user_key", "session_date").distinct()
     walked = walk_states(prior, session_days, first, last, settings).persist()
@@ -192,7 +189,7 @@ def rebuild_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineS
         resting = prior.join(walked_users, "user_key", "left_anti")
         rows = snapshot_rows(walked, resting, first, last)
         wh.replace_partitions(DAILY_SNAPSHOT, rows, first, last)
-        stored = _stays_from(states, walked_users, before)
+        stored = states.join(walked_users, "user_key", "left_semi")
         changes.users_changed = _store_stays(wh, state_intervals(walked, first, last), stored)
         changes.users_walked = walked_users.count()
         changes.days_rewritten = (last - first).days + 1
@@ -246,13 +243,13 @@ def correct_users(wh: Warehouse, users: DataFrame, lo: date, hi: date, settings:
     """
     changes = SnapshotChanges(first=lo)
     before = lo - timedelta(days=1)
-    states = wh.read(USER_STATES).join(users, "user_key", "left_semi").persist()
+    states = _reaching(wh.read(USER_STATES).join(users, "user_key", "left_semi"), before).persist()
     based_on = wh.version(USER_STATES)
     session_days = wh.read(SESSIONS, lo, hi).join(users, "user_key", "left_semi").select("user_key", "session_date").distinct()
     walked = walk_states(states_on(states, before), session_days, lo, hi, settings).persist()
     try:
         walked_users = walked.select("user_key").distinct()
-        stored = _stays_from(states, walked_users, before)
+        stored = states.join(walked_users, "user_key", "left_semi")
         fresh = state_intervals(walked, lo, hi)
         delta = contributions(fresh, lo, hi).unionByName(
             contributions(stored, lo, hi).select("day", "state", *[(-F.col(m)).alias(m) for m in _MEASURES])
