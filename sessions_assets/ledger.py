@@ -41,11 +41,14 @@ class LedgerState:
         return not (self.pending or self.stale_days)
 
 
-def _loads(df: DataFrame, first: date | None, last: date | None) -> set[Load]:
+def _window(df: DataFrame, first: date | None, last: date | None) -> DataFrame:
     if first is not None:
         df = df.where(F.col("event_date").between(F.lit(first), F.lit(last)))
-    rows = df.select(*LOAD_COLUMNS).collect()
-    return {(r.event_date, r.received_date, r.content_hash) for r in rows}
+    return df.select(*LOAD_COLUMNS)
+
+
+def _loads(df: DataFrame, first: date | None, last: date | None) -> set[Load]:
+    return {(r.event_date, r.received_date, r.content_hash) for r in _window(df, first, last).collect()}
 
 
 def absorbed(wh: Warehouse, consumer: str) -> DataFrame:
@@ -54,7 +57,14 @@ def absorbed(wh: Warehouse, consumer: str) -> DataFrame:
 
 def state(wh: Warehouse, consumer: str, source: DataFrame, first: date | None = None, last: date | None = None) -> LedgerState:
     """Compare ``source`` loads with what ``consumer`` absorbed, for event days ``first..last`` (default all)."""
-    recorded, done = _loads(source, first, last), _loads(absorbed(wh, consumer), first, last)
+    # One query for both sides: at a few rows each, a Spark query's fixed cost is the whole cost.
+    tagged = _window(source, first, last).withColumn("_upstream", F.lit(True)).unionByName(
+        _window(absorbed(wh, consumer), first, last).withColumn("_upstream", F.lit(False))
+    )
+    recorded: set[Load] = set()
+    done: set[Load] = set()
+    for r in tagged.collect():
+        (recorded if r._upstream else done).add((r.event_date, r.received_date, r.content_hash))
     stale_days = {load[0] for load in done - recorded}
     pending = {load for load in recorded - done if load[0] not in stale_days}
     return LedgerState(recorded, pending, stale_days)

@@ -176,9 +176,18 @@ def _store_stays(wh: Warehouse, fresh: DataFrame, stored: DataFrame) -> int:
 def rebuild_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineSettings) -> SnapshotChanges:
     """Make ``daily_snapshot`` and ``user_states`` exact for ``first..last``, given they are up to ``first - 1``."""
     first = _start_of_history(wh, first)
-    changes = SnapshotChanges(first=first)
     if first is None or first > last:
-        return changes
+        return SnapshotChanges(first=first)
+    return _carry_forward(wh, first, last, settings)
+
+
+def _on_hand(wh: Warehouse, day: date) -> dict[str, int]:
+    return {s: 0 for s in STATES} | {r.state: r.users_on_hand for r in wh.read(DAILY_SNAPSHOT, day, day).collect()}
+
+
+def _carry_forward(wh: Warehouse, first: date, last: date, settings: PipelineSettings) -> SnapshotChanges:
+    """Days ``first..last`` from the balance at ``first - 1`` (none: ``first`` is the first session day)."""
+    changes = SnapshotChanges(first=first)
     before = first - timedelta(days=1)
     states = _reaching(wh.read(USER_STATES), before).persist()  # one scan for the balance and the stays replaced
     prior = states_on(states, before)
@@ -193,8 +202,7 @@ def rebuild_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineS
         changes.users_changed = _store_stays(wh, state_intervals(walked, first, last), stored)
         changes.users_walked = walked_users.count()
         changes.days_rewritten = (last - first).days + 1
-        latest = wh.read(DAILY_SNAPSHOT, last, last).collect()
-        changes.on_hand_latest = {s: 0 for s in STATES} | {r.state: r.users_on_hand for r in latest}
+        changes.on_hand_latest = _on_hand(wh, last)
         return changes
     finally:
         walked.unpersist()
@@ -282,13 +290,14 @@ def absorb_users(wh: Warehouse, users: DataFrame, lo: date, last: date, settings
         corrected = correct_users(wh, users, lo, built_to, settings)
         changes.users_walked, changes.users_changed = corrected.users_walked, corrected.users_changed
         changes.days_rewritten = corrected.days_rewritten
-    if last > built_to:
-        forward = rebuild_snapshot(wh, built_to + timedelta(days=1), last, settings)
+    if last > built_to:  # the balance at ``built_to`` exists: no need to look for the start of history
+        forward = _carry_forward(wh, built_to + timedelta(days=1), last, settings)
         changes.users_walked += forward.users_walked
         changes.users_changed += forward.users_changed
         changes.days_rewritten += forward.days_rewritten
-    latest = wh.read(DAILY_SNAPSHOT, last, last).collect()
-    changes.on_hand_latest = {s: 0 for s in STATES} | {r.state: r.users_on_hand for r in latest}
+        changes.on_hand_latest = forward.on_hand_latest
+    else:
+        changes.on_hand_latest = _on_hand(wh, last)
     return changes
 
 
@@ -302,8 +311,11 @@ def update_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineSe
     position = ledger.state(wh, CONSUMER, ledger.absorbed(wh, SESSIONS_CONSUMER))
     one = timedelta(days=1)
     if position.pending and not position.stale_days:
-        users = ledger.rows_of(wh, position.pending).select("user_key").distinct()
-        changes = absorb_users(wh, users, min(load[0] for load in position.pending) - one, last, settings)
+        users = ledger.rows_of(wh, position.pending).select("user_key").distinct().persist()  # read twice
+        try:
+            changes = absorb_users(wh, users, min(load[0] for load in position.pending) - one, last, settings)
+        finally:
+            users.unpersist()
     else:
         changes = rebuild_snapshot(wh, min([first] + [d - one for d in position.stale_days]), last, settings)
     whole = {load for load in position.source if load[0] in position.stale_days}

@@ -177,7 +177,7 @@ class Warehouse:
         # Computed once for both the fingerprint and the write (a parse or a walk is not cheap to repeat).
         rows = rows.persist()
         try:
-            if _fingerprint(self.read(table, first, last)) == _fingerprint(rows):
+            if _same_rows(self.read(table, first, last), rows):
                 return False
             column = table.partition_column
             writer = rows.write
@@ -212,8 +212,18 @@ def diff_rows(new: DataFrame, old: DataFrame, key: list[str]) -> DataFrame:
     return joined.select(*key, *pick, op.alias("_op")).where(F.col("_op").isNotNull())
 
 
-def _fingerprint(df: DataFrame) -> tuple[int, int]:
-    """(rows, order-independent content hash): equal for equal multisets of rows, barring hash collisions."""
-    row_hash = F.xxhash64(*[F.col(c) for c in df.columns]).cast("decimal(38,0)")
-    count, total = df.agg(F.count(F.lit(1)), F.coalesce(F.sum(row_hash), F.lit(0))).head()
-    return count, int(total)
+def _same_rows(stored: DataFrame, rows: DataFrame) -> bool:
+    """Whether both hold the same multiset of rows (barring hash collisions), compared in one query.
+
+    Each side is reduced to (rows, order-independent sum of row hashes).
+    """
+
+    def side(df: DataFrame, name: str) -> DataFrame:
+        row_hash = F.xxhash64(*[F.col(c) for c in df.columns]).cast("decimal(38,0)")
+        return df.select(F.lit(name).alias("side"), row_hash.alias("row_hash"))
+
+    sums = side(stored, "stored").unionByName(side(rows, "new")).groupBy("side").agg(
+        F.count(F.lit(1)).alias("rows"), F.sum("row_hash").alias("total")
+    )
+    found = {r.side: (r.rows, r.total) for r in sums.collect()}
+    return found.get("stored") == found.get("new")
