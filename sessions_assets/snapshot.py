@@ -311,11 +311,8 @@ def update_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineSe
     position = ledger.state(wh, CONSUMER, ledger.absorbed(wh, SESSIONS_CONSUMER))
     one = timedelta(days=1)
     if position.pending and not position.stale_days:
-        users = ledger.rows_of(wh, position.pending).select("user_key").distinct().persist()  # read twice
-        try:
-            changes = absorb_users(wh, users, min(load[0] for load in position.pending) - one, last, settings)
-        finally:
-            users.unpersist()
+        users = ledger.rows_of(wh, position.pending).select("user_key").distinct()
+        changes = absorb_users(wh, users, min(load[0] for load in position.pending) - one, last, settings)
     else:
         changes = rebuild_snapshot(wh, min([first] + [d - one for d in position.stale_days]), last, settings)
     whole = {load for load in position.source if load[0] in position.stale_days}
