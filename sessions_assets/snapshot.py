@@ -161,18 +161,6 @@ def _reaching(states: DataFrame, before: date) -> DataFrame:
     return states.where(F.col("valid_to").isNull() | (F.col("valid_to") >= F.lit(before)))
 
 
-def _store_stays(wh: Warehouse, fresh: DataFrame, stored: DataFrame) -> int:
-    """MERGE the walked users' recomputed stays over their stored ones; returns how many users changed."""
-    diff = diff_rows(fresh, stored, ["user_key", "valid_from"]).persist()
-    try:
-        changed = diff.select("user_key").distinct().count()
-        if changed:
-            wh.apply_diff(USER_STATES, diff, ["user_key", "valid_from"])
-        return changed
-    finally:
-        diff.unpersist()
-
-
 def rebuild_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineSettings) -> SnapshotChanges:
     """Make ``daily_snapshot`` and ``user_states`` exact for ``first..last``, given they are up to ``first - 1``."""
     first = _start_of_history(wh, first)
@@ -185,28 +173,84 @@ def _on_hand(wh: Warehouse, day: date) -> dict[str, int]:
     return {s: 0 for s in STATES} | {r.state: r.users_on_hand for r in wh.read(DAILY_SNAPSHOT, day, day).collect()}
 
 
-def _carry_forward(wh: Warehouse, first: date, last: date, settings: PipelineSettings) -> SnapshotChanges:
-    """Days ``first..last`` from the balance at ``first - 1`` (none: ``first`` is the first session day)."""
-    changes = SnapshotChanges(first=first)
-    before = first - timedelta(days=1)
-    states = _reaching(wh.read(USER_STATES), before).persist()  # one scan for the balance and the stays replaced
-    prior = states_on(states, before)
-    session_days = wh.read(SESSIONS, first, last).select("user_key", "session_date").distinct()
-    walked = walk_states(prior, session_days, first, last, settings).persist()
+@dataclass
+class _Walk:
+    """Users walked day by day over ``first..last`` from their balance at ``first - 1``."""
+
+    first: date
+    last: date
+    states: DataFrame  # their stored stays reaching ``first - 1``: the balance, and the stays to replace
+    prior: DataFrame  # their state at ``first - 1``
+    walked: DataFrame
+
+    @classmethod
+    def of(cls, states: DataFrame, sessions: DataFrame, first: date, last: date, settings: PipelineSettings) -> _Walk:
+        states = _reaching(states, first - timedelta(days=1)).persist()
+        prior = states_on(states, first - timedelta(days=1))
+        session_days = sessions.select("user_key", "session_date").distinct()
+        return cls(first, last, states, prior, walk_states(prior, session_days, first, last, settings).persist())
+
+    @property
+    def users(self) -> DataFrame:
+        return self.walked.select("user_key").distinct()
+
+    @property
+    def resting(self) -> DataFrame:
+        """Churned at ``first - 1`` with no session since: carried as they are, without a walk."""
+        return self.prior.join(self.users, "user_key", "left_anti")
+
+    @property
+    def stored(self) -> DataFrame:
+        """The stored stays the walk's replace: all reaching ``first - 1`` but the resting users'.
+
+        A user with stays in the window and no sessions left in it (a re-ingest dropped them) is not
+        walked: their stays are replaced by nothing, so they cannot come back in a later balance.
+        """
+        return self.states.join(self.resting, "user_key", "left_anti")
+
+    @property
+    def fresh(self) -> DataFrame:
+        return state_intervals(self.walked, self.first, self.last)
+
+    def unpersist(self) -> None:
+        self.walked.unpersist()
+        self.states.unpersist()
+
+
+def _write(
+    wh: Warehouse, changes: SnapshotChanges, rows: DataFrame, first: date, last: date,
+    fresh: DataFrame, stored: DataFrame, report_day: date, txn: str | None = None,
+) -> SnapshotChanges:
+    """Write snapshot days ``first..last``, then the stays they were computed with: one commit each.
+
+    The stays' difference is found first: with ``txn``, a snapshot write that stays depend on is tagged with
+    the ``user_states`` version it was computed against, so a run that dies between the two commits and is
+    retried does not apply a correction twice (when no stay changes, a retry computes the same rows).
+    """
+    based_on = wh.version(USER_STATES)
+    diff = diff_rows(fresh, stored, ["user_key", "valid_from"]).persist()
     try:
-        walked_users = walked.select("user_key").distinct()
-        resting = prior.join(walked_users, "user_key", "left_anti")
-        rows = snapshot_rows(walked, resting, first, last)
-        wh.replace_partitions(DAILY_SNAPSHOT, rows, first, last)
-        stored = states.join(walked_users, "user_key", "left_semi")
-        changes.users_changed = _store_stays(wh, state_intervals(walked, first, last), stored)
-        changes.users_walked = walked_users.count()
+        changes.users_changed = diff.select("user_key").distinct().count()
+        tag = (txn, based_on) if txn and changes.users_changed else None
+        wh.replace_partitions(DAILY_SNAPSHOT, rows, first, last, txn=tag)
+        if changes.users_changed:
+            wh.apply_diff(USER_STATES, diff, ["user_key", "valid_from"])
         changes.days_rewritten = (last - first).days + 1
-        changes.on_hand_latest = _on_hand(wh, last)
+        changes.on_hand_latest = _on_hand(wh, report_day)
         return changes
     finally:
-        walked.unpersist()
-        states.unpersist()
+        diff.unpersist()
+
+
+def _carry_forward(wh: Warehouse, first: date, last: date, settings: PipelineSettings) -> SnapshotChanges:
+    """Days ``first..last`` from the balance at ``first - 1`` (none: ``first`` is the first session day)."""
+    walk = _Walk.of(wh.read(USER_STATES), wh.read(SESSIONS, first, last), first, last, settings)
+    try:
+        changes = SnapshotChanges(first=first, users_walked=walk.users.count())
+        rows = snapshot_rows(walk.walked, walk.resting, first, last)
+        return _write(wh, changes, rows, first, last, walk.fresh, walk.stored, report_day=last)
+    finally:
+        walk.unpersist()
 
 
 def contributions(intervals: DataFrame, lo: date, hi: date) -> DataFrame:
@@ -241,41 +285,6 @@ def _with_average(counts: DataFrame) -> DataFrame:
     )
 
 
-def correct_users(wh: Warehouse, users: DataFrame, lo: date, hi: date, settings: PipelineSettings) -> SnapshotChanges:
-    """Correct days ``lo..hi`` of an existing snapshot for ``users`` whose sessions changed on or after ``lo``.
-
-    Every other user's contribution is untouched, so each day changes by these users' new contribution
-    minus their old one (from ``user_states``): the cost follows the users, not the days of history. The
-    snapshot write is tagged with the ``user_states`` version it was computed against, so a run that dies
-    between the two commits and is retried does not apply the difference twice.
-    """
-    changes = SnapshotChanges(first=lo)
-    before = lo - timedelta(days=1)
-    states = _reaching(wh.read(USER_STATES).join(users, "user_key", "left_semi"), before).persist()
-    based_on = wh.version(USER_STATES)
-    session_days = wh.read(SESSIONS, lo, hi).join(users, "user_key", "left_semi").select("user_key", "session_date").distinct()
-    walked = walk_states(states_on(states, before), session_days, lo, hi, settings).persist()
-    try:
-        walked_users = walked.select("user_key").distinct()
-        stored = states.join(walked_users, "user_key", "left_semi")
-        fresh = state_intervals(walked, lo, hi)
-        delta = contributions(fresh, lo, hi).unionByName(
-            contributions(stored, lo, hi).select("day", "state", *[(-F.col(m)).alias(m) for m in _MEASURES])
-        )
-        current = wh.read(DAILY_SNAPSHOT, lo, hi).select(F.col("snapshot_date").alias("day"), "state", *_MEASURES)
-        rows = _with_average(
-            current.unionByName(delta).groupBy("day", "state").agg(*[F.sum(m).cast("long").alias(m) for m in _MEASURES])
-        ).withColumnRenamed("day", "snapshot_date")
-        wh.replace_partitions(DAILY_SNAPSHOT, rows, lo, hi, txn=("daily_snapshot-corrections", based_on))
-        changes.users_changed = _store_stays(wh, fresh, stored)
-        changes.users_walked = walked_users.count()
-        changes.days_rewritten = (hi - lo).days + 1
-        return changes
-    finally:
-        walked.unpersist()
-        states.unpersist()
-
-
 def absorb_users(wh: Warehouse, users: DataFrame, lo: date, last: date, settings: PipelineSettings) -> SnapshotChanges:
     """Bring the snapshot to ``last`` after ``users``' sessions changed from ``lo`` on.
 
@@ -285,20 +294,55 @@ def absorb_users(wh: Warehouse, users: DataFrame, lo: date, last: date, settings
     built_from, built_to = wh.read(DAILY_SNAPSHOT).agg(F.min("snapshot_date"), F.max("snapshot_date")).head()
     if built_to is None or lo < built_from:  # nothing to correct, or a user older than the snapshot's start
         return rebuild_snapshot(wh, lo, last, settings)
-    changes = SnapshotChanges(first=min(lo, built_to + timedelta(days=1)))
     if lo <= built_to:
-        corrected = correct_users(wh, users, lo, built_to, settings)
-        changes.users_walked, changes.users_changed = corrected.users_walked, corrected.users_changed
-        changes.days_rewritten = corrected.days_rewritten
+        return _correct(wh, users, lo, built_to, last, settings)
     if last > built_to:  # the balance at ``built_to`` exists: no need to look for the start of history
-        forward = _carry_forward(wh, built_to + timedelta(days=1), last, settings)
-        changes.users_walked += forward.users_walked
-        changes.users_changed += forward.users_changed
-        changes.days_rewritten += forward.days_rewritten
-        changes.on_hand_latest = forward.on_hand_latest
-    else:
-        changes.on_hand_latest = _on_hand(wh, last)
-    return changes
+        return _carry_forward(wh, built_to + timedelta(days=1), last, settings)
+    return SnapshotChanges(first=built_to + timedelta(days=1), on_hand_latest=_on_hand(wh, last))
+
+
+def _correct(
+    wh: Warehouse, users: DataFrame, lo: date, built_to: date, last: date, settings: PipelineSettings
+) -> SnapshotChanges:
+    """Correct days ``lo..built_to`` for ``users`` and carry every user on to ``last``, in one write per table.
+
+    Every other user's contribution to a built day is untouched, so each such day changes by these users'
+    new contribution minus their old one (from ``user_states``): the cost follows the users, not the days of
+    history. Days past ``built_to`` count the corrected users' walk with everyone else's, walked from the
+    balance at ``built_to``.
+    """
+    end = max(built_to, last)
+    mine = _Walk.of(
+        wh.read(USER_STATES).join(users, "user_key", "left_semi"),
+        wh.read(SESSIONS, lo, end).join(users, "user_key", "left_semi"), lo, end, settings,
+    )  # fmt: skip
+    walks = [mine]
+    try:
+        fresh, stored = mine.fresh, mine.stored
+        delta = contributions(fresh, lo, built_to).unionByName(
+            contributions(stored, lo, built_to).select("day", "state", *[(-F.col(m)).alias(m) for m in _MEASURES])
+        )
+        current = wh.read(DAILY_SNAPSHOT, lo, built_to).select(F.col("snapshot_date").alias("day"), "state", *_MEASURES)
+        rows = _with_average(
+            current.unionByName(delta).groupBy("day", "state").agg(*[F.sum(m).cast("long").alias(m) for m in _MEASURES])
+        ).withColumnRenamed("day", "snapshot_date")
+        walked_users = mine.users
+        if last > built_to:
+            forward = built_to + timedelta(days=1)
+            others = _Walk.of(
+                wh.read(USER_STATES).join(users, "user_key", "left_anti"),
+                wh.read(SESSIONS, forward, last).join(users, "user_key", "left_anti"), forward, last, settings,
+            )  # fmt: skip
+            walks.append(others)
+            walked = mine.walked.where(F.col("day") >= F.lit(forward)).unionByName(others.walked)
+            rows = rows.unionByName(snapshot_rows(walked, others.resting.unionByName(mine.resting), forward, last))
+            fresh, stored = fresh.unionByName(others.fresh), stored.unionByName(others.stored)
+            walked_users = walked_users.unionByName(others.users)
+        changes = SnapshotChanges(first=lo, users_walked=walked_users.count())
+        return _write(wh, changes, rows, lo, end, fresh, stored, report_day=last, txn="daily_snapshot-corrections")
+    finally:
+        for walk in walks:
+            walk.unpersist()
 
 
 def update_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineSettings) -> SnapshotChanges:

@@ -99,6 +99,17 @@ def test_late_session_on_an_old_day_corrects_every_later_day(warehouse):
     assert changes.users_changed == 2  # fay's history did not change
 
 
+def test_a_user_whose_only_sessions_vanish_leaves_no_state_behind(warehouse):
+    """A re-ingest can drop a user's only events: their stays must go, or later days would count them."""
+    add_sessions(warehouse, [("ann", 0), ("bob", 3)])
+    rebuild_snapshot(warehouse, _day(0), _day(5), PipelineSettings())
+    warehouse.delta(SESSIONS).delete("user_key = 'bob'")
+    rebuild_snapshot(warehouse, _day(2), _day(5), PipelineSettings())  # day 3 recomputed whole
+    rebuild_snapshot(warehouse, _day(6), _day(8), PipelineSettings())
+    assert table(warehouse) == oracle([("ann", 0)], 8)
+    assert {r.user_key for r in warehouse.read(USER_STATES).collect()} == {"ann"}
+
+
 def test_a_first_build_starts_at_the_first_session_day(warehouse):
     sessions = [("hal", 3), ("hal", 4)]
     add_sessions(warehouse, sessions)
