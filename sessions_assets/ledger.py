@@ -47,8 +47,12 @@ def _window(df: DataFrame, first: date | None, last: date | None) -> DataFrame:
     return df.select(*LOAD_COLUMNS)
 
 
+def _as_load(row) -> Load:
+    return row.event_date, row.received_date, row.content_hash
+
+
 def _loads(df: DataFrame, first: date | None, last: date | None) -> set[Load]:
-    return {(r.event_date, r.received_date, r.content_hash) for r in _window(df, first, last).collect()}
+    return {_as_load(r) for r in _window(df, first, last).collect()}
 
 
 def absorbed(wh: Warehouse, consumer: str) -> DataFrame:
@@ -64,7 +68,7 @@ def state(wh: Warehouse, consumer: str, source: DataFrame, first: date | None = 
     recorded: set[Load] = set()
     done: set[Load] = set()
     for r in tagged.collect():
-        (recorded if r._upstream else done).add((r.event_date, r.received_date, r.content_hash))
+        (recorded if r._upstream else done).add(_as_load(r))
     stale_days = {load[0] for load in done - recorded}
     pending = {load for load in recorded - done if load[0] not in stale_days}
     return LedgerState(recorded, pending, stale_days)
