@@ -11,6 +11,7 @@ sessions never change, and are carried as one count and one age sum.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
@@ -163,7 +164,8 @@ def _reaching(states: DataFrame, before: date) -> DataFrame:
 
 def rebuild_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineSettings) -> SnapshotChanges:
     """Make ``daily_snapshot`` and ``user_states`` exact for ``first..last``, given they are up to ``first - 1``."""
-    first = _start_of_history(wh, first)
+    behind = _stays_behind(wh)
+    first = _start_of_history(wh, first if behind is None else min(first, behind))
     if first is None or first > last:
         return SnapshotChanges(first=first)
     return _carry_forward(wh, first, last, settings)
@@ -223,16 +225,19 @@ def _write(
 ) -> SnapshotChanges:
     """Write snapshot days ``first..last``, then the stays they were computed with: one commit each.
 
-    The stays' difference is found first: with ``txn``, a snapshot write that stays depend on is tagged with
-    the ``user_states`` version it was computed against, so a run that dies between the two commits and is
-    retried does not apply a correction twice (when no stay changes, a retry computes the same rows).
+    The stays' difference is found first. A snapshot write that stays follow carries a mark naming the
+    ``user_states`` version it was computed against and its first day: if the run dies before the stays
+    land, the next run finds the mark unanswered (``_stays_behind``) and rebuilds from that day. With
+    ``txn`` it is also tagged with that version, so a concurrent run that computed the same correction
+    against the same version does not apply it twice.
     """
     based_on = wh.version(USER_STATES)
     diff = diff_rows(fresh, stored, ["user_key", "valid_from"]).persist()
     try:
         changes.users_changed = diff.select("user_key").distinct().count()
         tag = (txn, based_on) if txn and changes.users_changed else None
-        wh.replace_partitions(DAILY_SNAPSHOT, rows, first, last, txn=tag)
+        mark = json.dumps({_MARK: based_on, "first": first.isoformat()}) if changes.users_changed else None
+        wh.replace_partitions(DAILY_SNAPSHOT, rows, first, last, txn=tag, note=mark)
         if changes.users_changed:
             wh.apply_diff(USER_STATES, diff, ["user_key", "valid_from"])
         changes.days_rewritten = (last - first).days + 1
@@ -240,6 +245,22 @@ def _write(
         return changes
     finally:
         diff.unpersist()
+
+
+_MARK = "user_states_version_before"
+
+
+def _stays_behind(wh: Warehouse) -> date | None:
+    """The first day of the latest snapshot write if the stays it was computed with never reached ``user_states``.
+
+    The two tables are two commits; only a run dying between them leaves this (``_write``). ``user_states``
+    is then exact up to the day before, so rebuilding from it repairs both tables.
+    """
+    note = wh.delta(DAILY_SNAPSHOT).history(1).select("userMetadata").head()
+    mark = json.loads(note[0]) if note and note[0] else {}
+    if mark.get(_MARK) is not None and mark[_MARK] == wh.version(USER_STATES):
+        return date.fromisoformat(mark["first"])
+    return None
 
 
 def _carry_forward(wh: Warehouse, first: date, last: date, settings: PipelineSettings) -> SnapshotChanges:
@@ -292,8 +313,8 @@ def absorb_users(wh: Warehouse, users: DataFrame, lo: date, last: date, settings
     the balance as usual. Without a snapshot yet, it is built from the first session day.
     """
     built_from, built_to = wh.read(DAILY_SNAPSHOT).agg(F.min("snapshot_date"), F.max("snapshot_date")).head()
-    if built_to is None or lo < built_from:  # nothing to correct, or a user older than the snapshot's start
-        return rebuild_snapshot(wh, lo, last, settings)
+    if built_to is None or lo < built_from or _stays_behind(wh) is not None:
+        return rebuild_snapshot(wh, lo, last, settings)  # nothing to correct, a user older than it, or a repair
     if lo <= built_to:
         return _correct(wh, users, lo, built_to, last, settings)
     if last > built_to:  # the balance at ``built_to`` exists: no need to look for the start of history
@@ -358,7 +379,8 @@ def update_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineSe
         users = ledger.rows_of(wh, position.pending).select("user_key").distinct()
         changes = absorb_users(wh, users, min(load[0] for load in position.pending) - one, last, settings)
     else:
-        changes = rebuild_snapshot(wh, min([first] + [d - one for d in position.stale_days]), last, settings)
+        changed_days = position.stale_days | {load[0] for load in position.pending}
+        changes = rebuild_snapshot(wh, min([first] + [d - one for d in changed_days]), last, settings)
     whole = {load for load in position.source if load[0] in position.stale_days}
     ledger.record(wh, CONSUMER, position.pending | whole, position.stale_days)
     return changes

@@ -164,12 +164,14 @@ class Warehouse:
         )
 
     def replace_partitions(
-        self, table: Table, rows: DataFrame, first: date, last: date, txn: tuple[str, int] | None = None
+        self, table: Table, rows: DataFrame, first: date, last: date, txn: tuple[str, int] | None = None,
+        note: str | None = None,
     ) -> bool:
         """Atomically make partitions ``first..last`` hold exactly ``rows``; skip the commit if they already do.
 
         ``txn`` (application id, version) makes the write idempotent: Delta ignores it if that application
-        already committed that version or a later one. Returns whether a new table version was written.
+        already committed that version or a later one. ``note`` is kept as the commit's ``userMetadata``.
+        Returns whether a new table version was written.
         """
         rows = rows.select(*table.schema.fieldNames())
         if table.sort_columns:
@@ -183,6 +185,8 @@ class Warehouse:
             writer = rows.write
             if txn is not None:
                 writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
+            if note is not None:
+                writer = writer.option("userMetadata", note)
             (
                 writer.format("delta")
                 .mode("overwrite")

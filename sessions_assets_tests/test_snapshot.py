@@ -8,13 +8,18 @@ from __future__ import annotations
 
 from datetime import date, datetime, time, timedelta, timezone
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sessions_assets.config import PipelineSettings
 from pyspark.sql import functions as F
 
-from sessions_assets.snapshot import absorb_users, rebuild_snapshot, snapshot_rows, states_on, walk_states
+from sessions_assets import ledger
+from sessions_assets.session_rebuild import CONSUMER as SESSIONS_CONSUMER
+from sessions_assets.snapshot import (
+    absorb_users, rebuild_snapshot, snapshot_rows, states_on, update_snapshot, walk_states,
+)  # fmt: skip
 from sessions_assets.tables import DAILY_SNAPSHOT, SESSIONS, USER_STATES, Warehouse
 from sessions_assets_tests import reference
 
@@ -108,6 +113,52 @@ def test_a_user_whose_only_sessions_vanish_leaves_no_state_behind(warehouse):
     rebuild_snapshot(warehouse, _day(6), _day(8), PipelineSettings())
     assert table(warehouse) == oracle([("ann", 0)], 8)
     assert {r.user_key for r in warehouse.read(USER_STATES).collect()} == {"ann"}
+
+
+@pytest.mark.parametrize(
+    "late, lo",
+    [([("eve", 10), ("gus", 5), ("fay", 38)], 4), ([("gus", 33)], 32)],
+    ids=["correction_and_carry", "carry_only"],
+)
+def test_a_run_that_dies_between_its_two_writes_is_repaired_by_the_next(warehouse, monkeypatch, late, lo):
+    """The snapshot and ``user_states`` are two commits: a run dying between them must not lose the stays.
+
+    The retry sees a snapshot already built to the horizon; the next days are carried from ``user_states``.
+    """
+    sessions = [("eve", 0), ("fay", 2), ("hal", 29), ("eve", 30)]  # hal ages on through days 31..40
+    add_sessions(warehouse, sessions)
+    rebuild_snapshot(warehouse, _day(0), _day(30), PipelineSettings())
+    add_sessions(warehouse, late)
+    users = warehouse.spark.createDataFrame(sorted({(u,) for u, _ in late}), "user_key string")
+    apply_diff = Warehouse.apply_diff
+
+    def dies_before_user_states(wh, table, *args, **kwargs):
+        if table is USER_STATES:
+            raise RuntimeError("killed between the two commits")
+        return apply_diff(wh, table, *args, **kwargs)
+
+    monkeypatch.setattr(Warehouse, "apply_diff", dies_before_user_states)
+    with pytest.raises(RuntimeError):
+        absorb_users(warehouse, users, _day(lo), _day(40), PipelineSettings())
+    monkeypatch.setattr(Warehouse, "apply_diff", apply_diff)
+    absorb_users(warehouse, users, _day(lo), _day(40), PipelineSettings())  # the retry
+    assert table(warehouse) == oracle(sessions + late, 40)
+    rebuild_snapshot(warehouse, _day(41), _day(45), PipelineSettings())  # from the balance at day 40
+    assert table(warehouse) == oracle(sessions + late, 45)
+
+
+def test_a_late_load_absorbed_with_a_reingested_day_is_not_skipped(warehouse):
+    """``sessions`` absorbed a late load for day 2 and recomputed day 6 whole (its received day was re-ingested):
+    the snapshot, asked for days from 5, must start from the earliest of the two, not from the stale day."""
+    sessions = [("ann", 0), ("bob", 6)]
+    add_sessions(warehouse, sessions)
+    ledger.record(warehouse, SESSIONS_CONSUMER, {(_day(0), _day(0), "a"), (_day(6), _day(6), "b")})
+    update_snapshot(warehouse, _day(0), _day(8), PipelineSettings())
+    add_sessions(warehouse, [("cat", 2)])
+    ledger.record(warehouse, SESSIONS_CONSUMER, {(_day(2), _day(7), "c")})
+    ledger.record(warehouse, SESSIONS_CONSUMER, {(_day(6), _day(6), "b2")}, whole_days={_day(6)})
+    update_snapshot(warehouse, _day(5), _day(8), PipelineSettings())
+    assert table(warehouse) == oracle(sessions + [("cat", 2)], 8)
 
 
 def test_a_first_build_starts_at_the_first_session_day(warehouse):
