@@ -188,13 +188,15 @@ def _rebuild_events(wh, first: date, last: date) -> None:
 
 
 def _overwrite(wh, table, rows) -> None:
-    """Replace the whole table, in the layout the pipeline gives it (partitioned, sorted inside files)."""
+    """Replace the whole table, in the layout the pipeline gives it (partitioned, a file per day, sorted)."""
+    wh.delta(table)  # created as the pipeline creates it: partition column and table properties
     rows = rows.select(*table.schema.fieldNames())
+    if table.partition_column:
+        rows = rows.repartition(table.partition_column)
     if table.sort_columns:
         rows = rows.sortWithinPartitions(*filter(None, (table.partition_column, *table.sort_columns)))
     writer = rows.write.format("delta").mode("overwrite")
     if table.partition_column:
-        # Without it the first write creates the table unpartitioned, and no read can prune a day.
         writer = writer.partitionBy(table.partition_column)
     writer.save(wh.path(table))
 

@@ -26,6 +26,8 @@ class Table:
     schema: T.StructType
     # Rows are clustered by these inside each partition so that Parquet statistics let readers skip.
     sort_columns: tuple[str, ...] = ()
+    # Delta table properties set when the table is created.
+    properties: tuple[tuple[str, str], ...] = ()
 
 
 _TYPES = {
@@ -89,7 +91,14 @@ DAILY_SNAPSHOT = Table(
 )
 # Each user's lifecycle history, one row per stay in a state (valid_to null = still in it at the horizon):
 # the per-user balance the snapshot carries forward. Small: rows grow with state changes, not events.
-USER_STATES = Table("user_states", None, _schema("user_key string, state string, valid_from date, valid_to date"))
+# A day's corrected users are spread over every file of it: deletion vectors let their MERGE mark the
+# replaced rows instead of rewriting every file (and so the whole table) each day.
+USER_STATES = Table(
+    "user_states",
+    None,
+    _schema("user_key string, state string, valid_from date, valid_to date"),
+    properties=(("delta.enableDeletionVectors", "true"),),
+)
 
 
 # Which (event day, received day, content) loads each derived table has absorbed (``ledger.py``).
@@ -119,6 +128,8 @@ class Warehouse:
                 builder = DeltaTable.createIfNotExists(self.spark).location(path).addColumns(table.schema)
                 if table.partition_column:
                     builder = builder.partitionedBy(table.partition_column)
+                for key, value in table.properties:
+                    builder = builder.property(key, value)
                 try:
                     builder.execute()
                 except Exception as error:  # another run created it first: fine
@@ -173,15 +184,16 @@ class Warehouse:
         already committed that version or a later one. ``note`` is kept as the commit's ``userMetadata``.
         Returns whether a new table version was written.
         """
-        rows = rows.select(*table.schema.fieldNames())
+        column = table.partition_column
+        # One task per partition value, so each day is written as one file (not one per task holding it).
+        rows = rows.select(*table.schema.fieldNames()).repartition(column)
         if table.sort_columns:
-            rows = rows.sortWithinPartitions(table.partition_column, *table.sort_columns)
+            rows = rows.sortWithinPartitions(column, *table.sort_columns)
         # Computed once for both the fingerprint and the write (a parse or a walk is not cheap to repeat).
         rows = rows.persist()
         try:
             if _same_rows(self.read(table, first, last), rows):
                 return False
-            column = table.partition_column
             writer = rows.write
             if txn is not None:
                 writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
