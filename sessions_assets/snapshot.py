@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -221,30 +222,35 @@ class _Walk:
 
 def _write(
     wh: Warehouse, changes: SnapshotChanges, rows: DataFrame, first: date, last: date,
-    fresh: DataFrame, stored: DataFrame, report_day: date, txn: str | None = None,
+    walks: list[_Walk], report_day: date, txn: str | None = None,
 ) -> SnapshotChanges:
-    """Write snapshot days ``first..last``, then the stays they were computed with: one commit each.
+    """Write snapshot days ``first..last``, then the stays ``walks`` computed: one commit each.
 
     The stays' difference is found first. A snapshot write that stays follow carries a mark naming the
     ``user_states`` version it was computed against and its first day: if the run dies before the stays
     land, the next run finds the mark unanswered (``_stays_behind``) and rebuilds from that day. With
     ``txn`` it is also tagged with that version, so a concurrent run that computed the same correction
     against the same version does not apply it twice.
+
+    After a commit Spark re-plans every cached frame that reads the table written (a Delta file listing
+    each). So the difference is checkpointed, cut from ``user_states``, and the walks are released before
+    it is merged there: that re-planning cost seconds per run.
     """
     based_on = wh.version(USER_STATES)
-    diff = diff_rows(fresh, stored, ["user_key", "valid_from"]).persist()
-    try:
-        changes.users_changed = diff.select("user_key").distinct().count()
-        tag = (txn, based_on) if txn and changes.users_changed else None
-        mark = json.dumps({_MARK: based_on, "first": first.isoformat()}) if changes.users_changed else None
-        wh.replace_partitions(DAILY_SNAPSHOT, rows, first, last, txn=tag, note=mark)
-        if changes.users_changed:
-            wh.apply_diff(USER_STATES, diff, ["user_key", "valid_from"])
-        changes.days_rewritten = (last - first).days + 1
-        changes.on_hand_latest = _on_hand(wh, report_day)
-        return changes
-    finally:
-        diff.unpersist()
+    fresh = reduce(DataFrame.unionByName, [walk.fresh for walk in walks])
+    stored = reduce(DataFrame.unionByName, [walk.stored for walk in walks])
+    diff = diff_rows(fresh, stored, ["user_key", "valid_from"]).localCheckpoint()  # freed with the frame
+    changes.users_changed = diff.select("user_key").distinct().count()
+    tag = (txn, based_on) if txn and changes.users_changed else None
+    mark = json.dumps({_MARK: based_on, "first": first.isoformat()}) if changes.users_changed else None
+    wh.replace_partitions(DAILY_SNAPSHOT, rows, first, last, txn=tag, note=mark)
+    for walk in walks:
+        walk.unpersist()
+    if changes.users_changed:
+        wh.apply_diff(USER_STATES, diff, ["user_key", "valid_from"])
+    changes.days_rewritten = (last - first).days + 1
+    changes.on_hand_latest = _on_hand(wh, report_day)
+    return changes
 
 
 _MARK = "user_states_version_before"
@@ -269,7 +275,7 @@ def _carry_forward(wh: Warehouse, first: date, last: date, settings: PipelineSet
     try:
         changes = SnapshotChanges(first=first, users_walked=walk.users.count())
         rows = snapshot_rows(walk.walked, walk.resting, first, last)
-        return _write(wh, changes, rows, first, last, walk.fresh, walk.stored, report_day=last)
+        return _write(wh, changes, rows, first, last, [walk], report_day=last)
     finally:
         walk.unpersist()
 
@@ -339,9 +345,8 @@ def _correct(
     )  # fmt: skip
     walks = [mine]
     try:
-        fresh, stored = mine.fresh, mine.stored
-        delta = contributions(fresh, lo, built_to).unionByName(
-            contributions(stored, lo, built_to).select("day", "state", *[(-F.col(m)).alias(m) for m in _MEASURES])
+        delta = contributions(mine.fresh, lo, built_to).unionByName(
+            contributions(mine.stored, lo, built_to).select("day", "state", *[(-F.col(m)).alias(m) for m in _MEASURES])
         )
         current = wh.read(DAILY_SNAPSHOT, lo, built_to).select(F.col("snapshot_date").alias("day"), "state", *_MEASURES)
         rows = _with_average(
@@ -357,10 +362,9 @@ def _correct(
             walks.append(others)
             walked = mine.walked.where(F.col("day") >= F.lit(forward)).unionByName(others.walked)
             rows = rows.unionByName(snapshot_rows(walked, others.resting.unionByName(mine.resting), forward, last))
-            fresh, stored = fresh.unionByName(others.fresh), stored.unionByName(others.stored)
             walked_users = walked_users.unionByName(others.users)
         changes = SnapshotChanges(first=lo, users_walked=walked_users.count())
-        return _write(wh, changes, rows, lo, end, fresh, stored, report_day=last, txn="daily_snapshot-corrections")
+        return _write(wh, changes, rows, lo, end, walks, report_day=last, txn="daily_snapshot-corrections")
     finally:
         for walk in walks:
             walk.unpersist()
