@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +21,11 @@ def spark():
     from sessions_assets.resources import spark_config
 
     resource = LazyPySparkResource(spark_config=spark_config(master="local[2]", shuffle_partitions=2, ui=False))
-    session = resource.spark_session
+    # pytest-xdist workers start together; on a fresh machine each would resolve Delta's jars into the same
+    # Ivy cache at once, which Ivy does not guard. One start-up at a time; the rest find the jars cached.
+    with open(Path(tempfile.gettempdir()) / "sessions-assets-spark-start.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        session = resource.spark_session
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
