@@ -20,7 +20,7 @@ from sessions_assets.session_rebuild import CONSUMER as SESSIONS_CONSUMER
 from sessions_assets.snapshot import (
     absorb_users, rebuild_snapshot, snapshot_rows, states_on, update_snapshot, walk_states,
 )  # fmt: skip
-from sessions_assets.tables import DAILY_SNAPSHOT, SESSIONS, USER_STATES, Warehouse
+from sessions_assets.tables import DAILY_SNAPSHOT, RAW_EVENTS, SESSIONS, USER_STATES, Warehouse
 from sessions_assets_tests import reference
 
 DAY0 = date(2024, 1, 1)
@@ -159,6 +159,30 @@ def test_a_late_load_absorbed_with_a_reingested_day_is_not_skipped(warehouse):
     ledger.record(warehouse, SESSIONS_CONSUMER, {(_day(6), _day(6), "b2")}, whole_days={_day(6)})
     update_snapshot(warehouse, _day(5), _day(8), PipelineSettings())
     assert table(warehouse) == oracle(sessions + [("cat", 2)], 8)
+
+
+def _arrive(wh: Warehouse, sessions: list[tuple[str, int]], received: int) -> None:
+    """Sessions as ``sessions`` leaves them for the snapshot: the rows, their raw events, the absorbed loads."""
+    add_sessions(wh, sessions)
+    raw = [
+        (f"m-{user}-{n}", "track", "x", user, None, user, datetime.combine(_day(n), time(12), timezone.utc),
+         datetime.combine(_day(received), time(1), timezone.utc), None, _day(n), "f", "{}", _day(received))
+        for user, n in sessions
+    ]  # fmt: skip
+    wh.spark.createDataFrame(raw, RAW_EVENTS.schema).write.format("delta").mode("append").save(wh.path(RAW_EVENTS))
+    ledger.record(wh, SESSIONS_CONSUMER, {(_day(n), _day(received), f"{n}@{received}") for _, n in sessions})
+
+
+def test_a_day_with_months_old_and_recent_late_sessions_is_absorbed_exactly(warehouse):
+    """The benchmark's typical day through ``update_snapshot``: most users have recent sessions, a few have
+    weeks-old late ones, one has both, one is new; only their users are corrected, from the oldest day."""
+    sessions = [("ann", 0), ("bob", 1), ("cat", 2), ("dan", 3), ("bob", 40), ("dan", 41)]
+    _arrive(warehouse, sessions, 41)
+    update_snapshot(warehouse, _day(0), _day(45), PipelineSettings())
+    late = [("ann", 4), ("cat", 5), ("cat", 44), ("bob", 44), ("eve", 45)]
+    _arrive(warehouse, late, 46)
+    update_snapshot(warehouse, _day(46), _day(47), PipelineSettings())
+    assert table(warehouse) == oracle(sessions + late, 47)
 
 
 def test_a_first_build_starts_at_the_first_session_day(warehouse):
