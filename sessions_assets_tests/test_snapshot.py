@@ -173,7 +173,7 @@ def _arrive(wh: Warehouse, sessions: list[tuple[str, int]], received: int) -> No
     ledger.record(wh, SESSIONS_CONSUMER, {(_day(n), _day(received), f"{n}@{received}") for _, n in sessions})
 
 
-def test_a_day_with_months_old_and_recent_late_sessions_is_absorbed_exactly(warehouse):
+def test_a_day_with_weeks_old_and_recent_late_sessions_is_absorbed_exactly(warehouse):
     """The benchmark's typical day through ``update_snapshot``: most users have recent sessions, a few have
     weeks-old late ones, one has both, one is new; only their users are corrected, from the oldest day."""
     sessions = [("ann", 0), ("bob", 1), ("cat", 2), ("dan", 3), ("bob", 40), ("dan", 41)]
