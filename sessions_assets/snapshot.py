@@ -43,10 +43,10 @@ def states_on(user_states: DataFrame, day: date) -> DataFrame:
     return user_states.where(covering).select("user_key", "state", "valid_from")
 
 
-def _last_session_before(state: Column, valid_from: Column, day_before: date, settings: PipelineSettings) -> Column:
+def _last_session_before(state: Column, valid_from: Column, day_before: Column, settings: PipelineSettings) -> Column:
     """The last session day implied by a state entered on ``valid_from`` (lapsing starts the day after)."""
     return (
-        F.when(state.isin("new", "active"), F.lit(day_before))
+        F.when(state.isin("new", "active"), day_before)
         .when(state == "lapsing", F.date_sub(valid_from, 1))
         .when(state == "dormant", F.date_sub(valid_from, settings.lapsing_days + 1))
         .when(state == "churned", F.date_sub(valid_from, settings.dormant_days + 1))
@@ -54,16 +54,15 @@ def _last_session_before(state: Column, valid_from: Column, day_before: date, se
 
 
 def walk_states(
-    prior: DataFrame, session_days: DataFrame, first: date, last: date, settings: PipelineSettings
+    prior: DataFrame, session_days: DataFrame, starts: DataFrame, last: date, settings: PipelineSettings
 ) -> DataFrame:
     """Each walked user's state on every day of ``first..last``, with ``prev_state``, ``valid_from`` and age.
 
-    ``prior``: state at ``first - 1`` (``user_key``, ``state``, ``valid_from``) of users who have one;
-    ``session_days``: distinct (``user_key``, ``session_date``) in the window.
+    ``starts``: the users to walk and the day each is walked from (``user_key``, ``first``); ``prior``:
+    state at ``first - 1`` (``user_key``, ``state``, ``valid_from``) of those who have one;
+    ``session_days``: distinct (``user_key``, ``session_date``) from their ``first`` on.
     """
-    before = first - timedelta(days=1)
-    users = prior.where(F.col("state") != "churned").select("user_key").union(session_days.select("user_key"))
-    grid = users.distinct().withColumn("day", F.explode(F.sequence(F.lit(first), F.lit(last))))
+    grid = starts.select("user_key", "first", F.explode(F.sequence("first", F.lit(last))).alias("day"))
     df = (
         grid.join(session_days.withColumn("has_session", F.lit(True)).withColumnRenamed("session_date", "day"),
                   ["user_key", "day"], "left")
@@ -73,6 +72,7 @@ def walk_states(
     by_day = Window.partitionBy("user_key").orderBy("day")
     so_far = by_day.rowsBetween(Window.unboundedPreceding, 0)
     session_day = F.when(F.col("has_session"), F.col("day"))
+    before = F.date_sub("first", 1)
     last_session = F.greatest(
         _last_session_before(F.col("prior_state"), F.col("prior_from"), before, settings), F.max(session_day).over(so_far)
     )
@@ -88,7 +88,7 @@ def walk_states(
     )
     df = df.withColumn("last_session", last_session).withColumn("first_ever", first_ever).withColumn("state", state)
     df = df.withColumn(
-        "prev_state", F.when(F.col("day") == F.lit(first), F.col("prior_state")).otherwise(F.lag("state").over(by_day))
+        "prev_state", F.when(F.col("day") == F.col("first"), F.col("prior_state")).otherwise(F.lag("state").over(by_day))
     )
     changed = F.col("state").isNotNull() & ~F.coalesce(F.col("prev_state") == F.col("state"), F.lit(False))
     df = df.withColumn("changed", changed).withColumn("stay", F.sum(F.col("changed").cast("int")).over(so_far))
@@ -96,7 +96,15 @@ def walk_states(
         F.min(F.when(F.col("changed"), F.col("day"))).over(Window.partitionBy("user_key", "stay"))
     )
     df = df.withColumn("valid_from", valid_from).withColumn("age", F.datediff(F.col("day"), F.col("valid_from")))
-    return df.select("user_key", "day", "state", "prev_state", "changed", "stay", "valid_from", "age", "prior_state", "prior_from")
+    return df.select(
+        "user_key", "first", "day", "state", "prev_state", "changed", "stay", "valid_from", "age", "prior_state", "prior_from"
+    )
+
+
+def everyone_from(prior: DataFrame, session_days: DataFrame, first: date) -> DataFrame:
+    """The users a walk from ``first`` must take: not churned at ``first - 1``, or with a session since."""
+    users = prior.where(F.col("state") != "churned").select("user_key").union(session_days.select("user_key"))
+    return users.distinct().withColumn("first", F.lit(first))
 
 
 def snapshot_rows(walked: DataFrame, resting: DataFrame, first: date, last: date) -> DataFrame:
@@ -143,17 +151,17 @@ def snapshot_rows(walked: DataFrame, resting: DataFrame, first: date, last: date
     ).where("users_on_hand > 0 OR users_entered > 0 OR users_exited > 0")
 
 
-def state_intervals(walked: DataFrame, first: date, last: date) -> DataFrame:
-    """The walked users' ``user_states`` rows from the stay covering ``first - 1`` on."""
+def state_intervals(walked: DataFrame) -> DataFrame:
+    """The walked users' ``user_states`` rows from the stay covering their ``first - 1`` on."""
     present = walked.where(F.col("state").isNotNull())
     stays = present.groupBy("user_key", "stay", "state", "valid_from").agg(F.max("day").alias("until"))
     latest = F.max("stay").over(Window.partitionBy("user_key"))
     stays = stays.withColumn("valid_to", F.when(F.col("stay") < latest, F.col("until")))
     # A stay that ended at first - 1 is closed here (it continues into the window when ``stay`` is 0).
     closed = (
-        walked.where((F.col("day") == F.lit(first)) & F.col("prior_state").isNotNull() & (F.col("stay") > 0))
+        walked.where((F.col("day") == F.col("first")) & F.col("prior_state").isNotNull() & (F.col("stay") > 0))
         .select("user_key", F.col("prior_state").alias("state"), F.col("prior_from").alias("valid_from"),
-                F.lit(first - timedelta(days=1)).alias("valid_to"))
+                F.date_sub("first", 1).alias("valid_to"))
     )  # fmt: skip
     return stays.select("user_key", "state", "valid_from", "valid_to").unionByName(closed)
 
@@ -178,20 +186,37 @@ def _on_hand(wh: Warehouse, day: date) -> dict[str, int]:
 
 @dataclass
 class _Walk:
-    """Users walked day by day over ``first..last`` from their balance at ``first - 1``."""
+    """Users walked day by day to ``last``, each from their balance at the day before their ``first``."""
 
-    first: date
     last: date
-    states: DataFrame  # their stored stays reaching ``first - 1``: the balance, and the stays to replace
+    states: DataFrame  # their stored stays reaching their ``first - 1``: the balance, and the stays to replace
     prior: DataFrame  # their state at ``first - 1``
     walked: DataFrame
 
     @classmethod
     def of(cls, states: DataFrame, sessions: DataFrame, first: date, last: date, settings: PipelineSettings) -> _Walk:
+        """Everyone who can change from ``first`` on; churned users without sessions rest (``resting``)."""
         states = _reaching(states, first - timedelta(days=1)).persist()
         prior = states_on(states, first - timedelta(days=1))
         session_days = sessions.select("user_key", "session_date").distinct()
-        return cls(first, last, states, prior, walk_states(prior, session_days, first, last, settings).persist())
+        walked = walk_states(prior, session_days, everyone_from(prior, session_days, first), last, settings)
+        return cls(last, states, prior, walked.persist())
+
+    @classmethod
+    def each_from(
+        cls, states: DataFrame, sessions: DataFrame, starts: DataFrame, last: date, settings: PipelineSettings
+    ) -> _Walk:
+        """The users of ``starts``, each from their own ``first``: nobody rests."""
+        before = F.date_sub("first", 1)
+        states = states.join(starts, "user_key").where(F.col("valid_to").isNull() | (F.col("valid_to") >= before))
+        states = states.persist()  # with ``first``; ``stored`` drops it
+        prior = states.where(F.col("valid_from") <= before).select("user_key", "state", "valid_from")
+        session_days = (
+            sessions.join(starts, "user_key").where(F.col("session_date") >= F.col("first"))
+            .select("user_key", "session_date").distinct()
+        )  # fmt: skip
+        walked = walk_states(prior, session_days, starts, last, settings)
+        return cls(last, states, prior, walked.persist())
 
     @property
     def users(self) -> DataFrame:
@@ -209,11 +234,11 @@ class _Walk:
         A user with stays in the window and no sessions left in it (a re-ingest dropped them) is not
         walked: their stays are replaced by nothing, so they cannot come back in a later balance.
         """
-        return self.states.join(self.resting, "user_key", "left_anti")
+        return self.states.select(*USER_STATES.schema.fieldNames()).join(self.resting, "user_key", "left_anti")
 
     @property
     def fresh(self) -> DataFrame:
-        return state_intervals(self.walked, self.first, self.last)
+        return state_intervals(self.walked)
 
     def unpersist(self) -> None:
         self.walked.unpersist()
@@ -280,17 +305,17 @@ def _carry_forward(wh: Warehouse, first: date, last: date, settings: PipelineSet
         walk.unpersist()
 
 
-def contributions(intervals: DataFrame, lo: date, hi: date) -> DataFrame:
+def contributions(intervals: DataFrame, lo: Column, hi: date) -> DataFrame:
     """What stays (``user_states`` rows; open = up to ``hi``) add to each (day, state) of ``lo..hi``.
 
     The same sums ``snapshot_rows`` takes over walked users: a day on hand with its age, entering on the
-    first day of a stay, exiting the day after its last.
+    first day of a stay, exiting the day after its last. ``lo`` may differ per row.
     """
     until = F.least(F.coalesce(F.col("valid_to"), F.lit(hi)), F.lit(hi))
-    on_hand = intervals.where((F.col("valid_from") <= F.lit(hi)) & (until >= F.lit(lo))).select(
-        "state", "valid_from", F.explode(F.sequence(F.greatest("valid_from", F.lit(lo)), until)).alias("day")
+    on_hand = intervals.where((F.col("valid_from") <= F.lit(hi)) & (until >= lo)).select(
+        "state", "valid_from", F.explode(F.sequence(F.greatest("valid_from", lo), until)).alias("day")
     )
-    exits = intervals.where(F.date_add("valid_to", 1).between(F.lit(lo), F.lit(hi)))
+    exits = intervals.where(F.date_add("valid_to", 1).between(lo, F.lit(hi)))
     zero = F.lit(0).cast("long")
     return on_hand.select(
         "day", "state", F.lit(1).cast("long").alias("users_on_hand"),
@@ -315,6 +340,7 @@ def _with_average(counts: DataFrame) -> DataFrame:
 def absorb_users(wh: Warehouse, users: DataFrame, lo: date, last: date, settings: PipelineSettings) -> SnapshotChanges:
     """Bring the snapshot to ``last`` after ``users``' sessions changed from ``lo`` on.
 
+    ``users`` may say from which day each one's sessions changed (a ``first`` column, none before ``lo``).
     Days already in the snapshot are corrected for those users only; days past it are carried forward from
     the balance as usual. Without a snapshot yet, it is built from the first session day.
     """
@@ -322,7 +348,8 @@ def absorb_users(wh: Warehouse, users: DataFrame, lo: date, last: date, settings
     if built_to is None or lo < built_from or _stays_behind(wh) is not None:
         return rebuild_snapshot(wh, lo, last, settings)  # nothing to correct, a user older than it, or a repair
     if lo <= built_to:
-        return _correct(wh, users, lo, built_to, last, settings)
+        first = F.col("first") if "first" in users.columns else F.lit(lo)
+        return _correct(wh, users.select("user_key", first.alias("first")), lo, built_to, last, settings)
     if last > built_to:  # the balance at ``built_to`` exists: no need to look for the start of history
         return _carry_forward(wh, built_to + timedelta(days=1), last, settings)
     return SnapshotChanges(first=built_to + timedelta(days=1), on_hand_latest=_on_hand(wh, last))
@@ -335,19 +362,20 @@ def _correct(
 
     Every other user's contribution to a built day is untouched, so each such day changes by these users'
     new contribution minus their old one (from ``user_states``): the cost follows the users, not the days of
-    history. Days past ``built_to`` count the corrected users' walk with everyone else's, walked from the
-    balance at ``built_to``.
+    history. Each is walked from their own ``first`` (before it, old and new stays are the same), so a user
+    whose only late session is yesterday costs two days, not all of ``lo..built_to``. Days past
+    ``built_to`` count the corrected users' walk with everyone else's, walked from the balance at ``built_to``.
     """
     end = max(built_to, last)
-    mine = _Walk.of(
-        wh.read(USER_STATES).join(users, "user_key", "left_semi"),
-        wh.read(SESSIONS, lo, end).join(users, "user_key", "left_semi"), lo, end, settings,
-    )  # fmt: skip
+    starts = users.groupBy("user_key").agg(F.least(F.min("first"), F.lit(end)).alias("first")).localCheckpoint()
+    mine = _Walk.each_from(wh.read(USER_STATES), wh.read(SESSIONS, lo, end), starts, end, settings)
     walks = [mine]
     try:
-        delta = contributions(mine.fresh, lo, built_to).unionByName(
-            contributions(mine.stored, lo, built_to).select("day", "state", *[(-F.col(m)).alias(m) for m in _MEASURES])
-        )
+        since_first = F.col("first")
+        delta = contributions(mine.fresh.join(starts, "user_key"), since_first, built_to).unionByName(
+            contributions(mine.stored.join(starts, "user_key"), since_first, built_to)
+            .select("day", "state", *[(-F.col(m)).alias(m) for m in _MEASURES])
+        )  # fmt: skip
         current = wh.read(DAILY_SNAPSHOT, lo, built_to).select(F.col("snapshot_date").alias("day"), "state", *_MEASURES)
         rows = _with_average(
             current.unionByName(delta).groupBy("day", "state").agg(*[F.sum(m).cast("long").alias(m) for m in _MEASURES])
@@ -356,12 +384,12 @@ def _correct(
         if last > built_to:
             forward = built_to + timedelta(days=1)
             others = _Walk.of(
-                wh.read(USER_STATES).join(users, "user_key", "left_anti"),
-                wh.read(SESSIONS, forward, last).join(users, "user_key", "left_anti"), forward, last, settings,
+                wh.read(USER_STATES).join(starts, "user_key", "left_anti"),
+                wh.read(SESSIONS, forward, last).join(starts, "user_key", "left_anti"), forward, last, settings,
             )  # fmt: skip
             walks.append(others)
             walked = mine.walked.where(F.col("day") >= F.lit(forward)).unionByName(others.walked)
-            rows = rows.unionByName(snapshot_rows(walked, others.resting.unionByName(mine.resting), forward, last))
+            rows = rows.unionByName(snapshot_rows(walked, others.resting, forward, last))
             walked_users = walked_users.unionByName(others.users)
         changes = SnapshotChanges(first=lo, users_walked=walked_users.count())
         return _write(wh, changes, rows, lo, end, walks, report_day=last, txn="daily_snapshot-corrections")
@@ -380,7 +408,7 @@ def update_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineSe
     position = ledger.state(wh, CONSUMER, ledger.absorbed(wh, SESSIONS_CONSUMER))
     one = timedelta(days=1)
     if position.pending and not position.stale_days:
-        users = ledger.rows_of(wh, position.pending).select("user_key").distinct()
+        users = ledger.rows_of(wh, position.pending).groupBy("user_key").agg(F.date_sub(F.min("event_date"), 1).alias("first"))
         changes = absorb_users(wh, users, min(load[0] for load in position.pending) - one, last, settings)
     else:
         changed_days = position.stale_days | {load[0] for load in position.pending}

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from sessions_assets import ledger
 from sessions_assets.session_rebuild import CONSUMER as SESSIONS_CONSUMER
 from sessions_assets.snapshot import (
-    absorb_users, rebuild_snapshot, snapshot_rows, states_on, update_snapshot, walk_states,
+    absorb_users, everyone_from, rebuild_snapshot, snapshot_rows, states_on, update_snapshot, walk_states,
 )  # fmt: skip
 from sessions_assets.tables import DAILY_SNAPSHOT, RAW_EVENTS, SESSIONS, USER_STATES, Warehouse
 from sessions_assets_tests import reference
@@ -200,7 +200,8 @@ def test_a_first_build_starts_at_the_first_session_day(warehouse):
     by_user=st.booleans(),
 )
 def test_incremental_snapshot_equals_a_recompute_after_every_arrival(tmp_path_factory, spark, sessions, batches, by_user):
-    """Either way of absorbing late sessions: whole days from the balance, or only the users who changed."""
+    """Either way of absorbing late sessions: whole days from the balance, or only the users who changed,
+    each from their own first changed day."""
     wh = Warehouse(spark, PipelineSettings(data_root=str(tmp_path_factory.mktemp("snap"))))
     arrived: list[tuple[str, int]] = []
     horizon = 0
@@ -212,8 +213,9 @@ def test_incremental_snapshot_equals_a_recompute_after_every_arrival(tmp_path_fa
         arrived += batch
         horizon = max(horizon, max(n for _, n in batch)) + 1  # the data's horizon moves on
         lo = _day(min(n for _, n in batch))
-        if by_user:
-            users = spark.createDataFrame(sorted({(u,) for u, _ in batch}), "user_key string")
+        if by_user:  # each user corrected from their own first new day
+            firsts = {u: _day(min(n for v, n in batch if v == u)) for u, _ in batch}
+            users = spark.createDataFrame(sorted(firsts.items()), "user_key string, first date")
             absorb_users(wh, users, lo, _day(horizon), PipelineSettings())
         else:
             rebuild_snapshot(wh, lo, _day(horizon), PipelineSettings())
@@ -225,8 +227,8 @@ def test_days_without_churned_users_still_average_without_dividing_by_zero(wareh
     add_sessions(warehouse, sessions)
     rebuild_snapshot(warehouse, _day(0), _day(1), PipelineSettings())
     prior = states_on(warehouse.read(USER_STATES), _day(1))
-    walked = walk_states(prior, warehouse.read(SESSIONS, _day(2), _day(3)).select("user_key", "session_date"),
-                         _day(2), _day(3), PipelineSettings())  # fmt: skip
+    session_days = warehouse.read(SESSIONS, _day(2), _day(3)).select("user_key", "session_date")
+    walked = walk_states(prior, session_days, everyone_from(prior, session_days, _day(2)), _day(3), PipelineSettings())
     resting = prior.where("state = 'churned'")  # nobody
     rows = snapshot_rows(walked, resting, _day(2), _day(3))
     # day 2: lapsing (2 in), new and active (1 out each); day 3: lapsing, one day old each
