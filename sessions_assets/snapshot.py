@@ -345,8 +345,15 @@ def absorb_users(wh: Warehouse, users: DataFrame, lo: date, last: date, settings
     the balance as usual. Without a snapshot yet, it is built from the first session day.
     """
     built_from, built_to = wh.read(DAILY_SNAPSHOT).agg(F.min("snapshot_date"), F.max("snapshot_date")).head()
-    if built_to is None or lo < built_from or _stays_behind(wh) is not None:
-        return rebuild_snapshot(wh, lo, last, settings)  # nothing to correct, a user older than it, or a repair
+    if built_to is None or _stays_behind(wh) is not None:
+        return rebuild_snapshot(wh, lo, last, settings)  # nothing to correct, or a repair
+    if lo < built_from:
+        # The snapshot starts at the first session day. ``lo`` reaches a day before it (a late row on
+        # that first day reaches back one more day): if no session starts before it, there is nothing
+        # to correct there, and the correction starts at ``built_from`` like any other.
+        if wh.read(SESSIONS, last=built_from - timedelta(days=1)).limit(1).count():
+            return rebuild_snapshot(wh, lo, last, settings)  # a session older than the snapshot
+        lo = built_from
     if lo <= built_to:
         first = F.col("first") if "first" in users.columns else F.lit(lo)
         return _correct(wh, users.select("user_key", first.alias("first")), lo, built_to, last, settings)
@@ -367,7 +374,8 @@ def _correct(
     ``built_to`` count the corrected users' walk with everyone else's, walked from the balance at ``built_to``.
     """
     end = max(built_to, last)
-    starts = users.groupBy("user_key").agg(F.least(F.min("first"), F.lit(end)).alias("first")).localCheckpoint()
+    first = F.least(F.greatest(F.min("first"), F.lit(lo)), F.lit(end))
+    starts = users.groupBy("user_key").agg(first.alias("first")).localCheckpoint()
     mine = _Walk.each_from(wh.read(USER_STATES), wh.read(SESSIONS, lo, end), starts, end, settings)
     walks = [mine]
     try:

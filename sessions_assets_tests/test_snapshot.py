@@ -185,6 +185,19 @@ def test_a_day_with_weeks_old_and_recent_late_sessions_is_absorbed_exactly(wareh
     assert table(warehouse) == oracle(sessions + late, 47)
 
 
+def test_a_late_session_on_the_first_day_corrects_its_user_without_a_rebuild(warehouse):
+    """A late row on the snapshot's first day reaches back one day more (a session may start the evening
+    before), where no session is: only its user is corrected, the rest of the snapshot is not re-walked."""
+    sessions = [("ann", 0), ("bob", 1), ("cat", 40)]
+    _arrive(warehouse, sessions, 40)
+    update_snapshot(warehouse, _day(0), _day(40), PipelineSettings())
+    late = [("dan", 0)]
+    _arrive(warehouse, late, 41)
+    changes = update_snapshot(warehouse, _day(41), _day(41), PipelineSettings())
+    assert table(warehouse) == oracle(sessions + late, 41)
+    assert changes.users_walked == 2  # dan, and cat carried to day 41; ann and bob rest churned
+
+
 def test_a_first_build_starts_at_the_first_session_day(warehouse):
     sessions = [("hal", 3), ("hal", 4)]
     add_sessions(warehouse, sessions)
