@@ -16,7 +16,8 @@ All run in one warm Spark session. Rows and bytes read are Spark's input metrics
 the status REST API), rows and files written are Delta's operation metrics of the commits it made, peak
 memory is the highest RSS of the Python process plus the Spark driver JVM sampled during the method.
 ``sessions`` and ``daily_snapshot`` of every method are compared with the full rebuild's.
-Results: ``benchmarks/results/incremental.{json,md,png}``.
+Results: ``benchmarks/results/incremental.{json,md,png}``. A loaded history is kept in ``--workdir``;
+``--reuse-history`` times again on it (same H, volume and seed) instead of generating and loading anew.
 """
 
 from __future__ import annotations
@@ -278,16 +279,20 @@ def _rows(wh, table) -> set:
 
 
 def bench_history(
-    spark, workdir: Path, history: int, per_day: int, seed: int, methods: tuple[str, ...] = METHODS
+    spark, workdir: Path, history: int, per_day: int, seed: int, methods: tuple[str, ...] = METHODS,
+    reuse: bool = False,
 ) -> list[Measurement]:
     from pyspark.sql import functions as F
 
     from sessions_assets import ingest
-    from sessions_assets.tables import (
-        DAILY_SNAPSHOT, EVENTS, PARTITION_MAP, RAW_EVENTS, REJECTED_EVENTS, SESSIONS, USER_STATES,
-    )  # fmt: skip
+    from sessions_assets.tables import DAILY_SNAPSHOT, EVENTS, PARTITION_MAP, RAW_EVENTS, REJECTED_EVENTS, SESSIONS
 
     base = workdir / f"h{history}" / "base"
+    made, found = {"history": history, "events_per_day": per_day, "seed": seed}, _history_made(base)
+    if reuse and {key: found.get(key) for key in made} == made:
+        new_day = date.fromisoformat(found["new_day"])
+        print(f"H={history}: reusing the history in {base} (next received day {new_day})", flush=True)
+        return _time_methods(spark, base, history, per_day, new_day, methods)
     shutil.rmtree(base.parent, ignore_errors=True)
     new_day = date.today() - timedelta(days=1)
     days = generate(base, new_day - timedelta(days=history), history + 1, per_day, seed)
@@ -311,6 +316,26 @@ def bench_history(
         assert layout == [table.partition_column], f"{table.name} is partitioned by {layout}"
     print(f"H={history}: history loaded in {time.monotonic() - started:.0f}s "
           f"({wh.read(EVENTS).count()} events, {wh.read(SESSIONS).count()} sessions)", flush=True)  # fmt: skip
+    (base / HISTORY_MADE).write_text(json.dumps(made | {"new_day": new_day.isoformat()}))
+    return _time_methods(spark, base, history, per_day, new_day, methods)
+
+
+# Written into a base once its history is loaded: what it holds, for ``--reuse-history``.
+HISTORY_MADE = "history.json"
+
+
+def _history_made(base: Path) -> dict:
+    path = base / HISTORY_MADE
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _time_methods(
+    spark, base: Path, history: int, per_day: int, new_day: date, methods: tuple[str, ...]
+) -> list[Measurement]:
+    """Each method on its own copy of ``base``, processing ``new_day``."""
+    from sessions_assets.tables import (
+        DAILY_SNAPSHOT, EVENTS, PARTITION_MAP, RAW_EVENTS, REJECTED_EVENTS, SESSIONS, USER_STATES,
+    )  # fmt: skip
 
     tables = (RAW_EVENTS, REJECTED_EVENTS, PARTITION_MAP, EVENTS, SESSIONS, DAILY_SNAPSHOT, USER_STATES)
     metrics = SparkMetrics(spark)
@@ -318,6 +343,7 @@ def bench_history(
     # The full rebuild runs first: it is the truth every other method is compared with.
     for method in ("full_rebuild", *(m for m in METHODS if m in methods and m != "full_rebuild")):
         copy = base.parent / method
+        shutil.rmtree(copy, ignore_errors=True)
         shutil.copytree(base, copy)
         copy_wh = _warehouse(copy)
         versions = {t: copy_wh.version(t) for t in tables}
@@ -387,6 +413,10 @@ def main(argv: list[str] | None = None) -> int:
         "--methods", nargs="+", choices=METHODS, default=list(METHODS),
         help="methods to time (the full rebuild always runs: it is the reference)",
     )
+    parser.add_argument(
+        "--reuse-history", action="store_true",
+        help="time on the history a previous run left in --workdir if it has the same H, volume and seed",
+    )
     args = parser.parse_args(argv)
 
     t0 = time.perf_counter()
@@ -406,7 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     args.out.mkdir(parents=True, exist_ok=True)
     for history in args.history:
-        results += bench_history(spark, args.workdir, history, args.events_per_day, args.seed, tuple(args.methods))
+        results += bench_history(
+            spark, args.workdir, history, args.events_per_day, args.seed, tuple(args.methods), args.reuse_history
+        )
         # Written after every H, so that a long run stopped early keeps what it measured.
         (args.out / "incremental.json").write_text(
             json.dumps({"startup_seconds": startup, "results": [asdict(r) for r in results]}, indent=2)

@@ -186,9 +186,8 @@ def _on_hand(wh: Warehouse, day: date) -> dict[str, int]:
 
 @dataclass
 class _Walk:
-    """Users walked day by day to ``last``, each from their balance at the day before their ``first``."""
+    """Users walked day by day to a last day, each from their balance at the day before their ``first``."""
 
-    last: date
     states: DataFrame  # their stored stays reaching their ``first - 1``: the balance, and the stays to replace
     prior: DataFrame  # their state at ``first - 1``
     walked: DataFrame
@@ -200,7 +199,7 @@ class _Walk:
         prior = states_on(states, first - timedelta(days=1))
         session_days = sessions.select("user_key", "session_date").distinct()
         walked = walk_states(prior, session_days, everyone_from(prior, session_days, first), last, settings)
-        return cls(last, states, prior, walked.persist())
+        return cls(states, prior, walked.persist())
 
     @classmethod
     def each_from(
@@ -216,7 +215,7 @@ class _Walk:
             .select("user_key", "session_date").distinct()
         )  # fmt: skip
         walked = walk_states(prior, session_days, starts, last, settings)
-        return cls(last, states, prior, walked.persist())
+        return cls(states, prior, walked.persist())
 
     @property
     def users(self) -> DataFrame:
