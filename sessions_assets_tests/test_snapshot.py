@@ -175,27 +175,16 @@ def _arrive(wh: Warehouse, sessions: list[tuple[str, int]], received: int) -> No
 
 def test_a_day_with_weeks_old_and_recent_late_sessions_is_absorbed_exactly(warehouse):
     """The benchmark's typical day through ``update_snapshot``: most users have recent sessions, a few have
-    weeks-old late ones, one has both, one is new; only their users are corrected, from the oldest day."""
-    sessions = [("ann", 0), ("bob", 1), ("cat", 2), ("dan", 3), ("bob", 40), ("dan", 41)]
+    weeks-old late ones, one has both, one is new, one is as old as the snapshot's first day (its margin
+    reaches the day before, where no session is). Only their users are corrected, each from their own day."""
+    sessions = [("ann", 0), ("bob", 1), ("cat", 2), ("dan", 3), ("gus", 0), ("bob", 40), ("dan", 41)]
     _arrive(warehouse, sessions, 41)
     update_snapshot(warehouse, _day(0), _day(45), PipelineSettings())
-    late = [("ann", 4), ("cat", 5), ("cat", 44), ("bob", 44), ("eve", 45)]
+    late = [("ann", 4), ("cat", 5), ("cat", 44), ("bob", 44), ("eve", 45), ("fay", 0)]
     _arrive(warehouse, late, 46)
-    update_snapshot(warehouse, _day(46), _day(47), PipelineSettings())
+    changes = update_snapshot(warehouse, _day(46), _day(47), PipelineSettings())
     assert table(warehouse) == oracle(sessions + late, 47)
-
-
-def test_a_late_session_on_the_first_day_corrects_its_user_without_a_rebuild(warehouse):
-    """A late row on the snapshot's first day reaches back one day more (a session may start the evening
-    before), where no session is: only its user is corrected, the rest of the snapshot is not re-walked."""
-    sessions = [("ann", 0), ("bob", 1), ("cat", 40)]
-    _arrive(warehouse, sessions, 40)
-    update_snapshot(warehouse, _day(0), _day(40), PipelineSettings())
-    late = [("dan", 0)]
-    _arrive(warehouse, late, 41)
-    changes = update_snapshot(warehouse, _day(41), _day(41), PipelineSettings())
-    assert table(warehouse) == oracle(sessions + late, 41)
-    assert changes.users_walked == 2  # dan, and cat carried to day 41; ann and bob rest churned
+    assert changes.users_walked == 6  # the five late users and dan (lapsing); gus rests churned, not re-walked
 
 
 def test_a_first_build_starts_at_the_first_session_day(warehouse):
