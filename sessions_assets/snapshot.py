@@ -37,8 +37,9 @@ class SnapshotChanges:
     on_hand_latest: dict[str, int] = field(default_factory=dict)
 
 
-def states_on(user_states: DataFrame, day: date) -> DataFrame:
-    """Every user's state at the end of ``day``: ``user_key``, ``state``, ``valid_from``."""
+def states_on(user_states: DataFrame, day: date | Column) -> DataFrame:
+    """Every user's state at the end of ``day`` (a date, or a column per user): ``user_key``, ``state``,
+    ``valid_from``."""
     covering = (F.col("valid_from") <= F.lit(day)) & (F.col("valid_to").isNull() | (F.col("valid_to") >= F.lit(day)))
     return user_states.where(covering).select("user_key", "state", "valid_from")
 
@@ -97,7 +98,8 @@ def walk_states(
     )
     df = df.withColumn("valid_from", valid_from).withColumn("age", F.datediff(F.col("day"), F.col("valid_from")))
     return df.select(
-        "user_key", "first", "day", "state", "prev_state", "changed", "stay", "valid_from", "age", "prior_state", "prior_from"
+        "user_key", "first", "day", "state", "prev_state", "changed", "stay", "valid_from", "age",
+        "prior_state", "prior_from",
     )
 
 
@@ -166,7 +168,7 @@ def state_intervals(walked: DataFrame) -> DataFrame:
     return stays.select("user_key", "state", "valid_from", "valid_to").unionByName(closed)
 
 
-def _reaching(states: DataFrame, before: date) -> DataFrame:
+def _reaching(states: DataFrame, before: date | Column) -> DataFrame:
     """The stays a walk from ``before + 1`` reads (the balance) and replaces: those reaching ``before``."""
     return states.where(F.col("valid_to").isNull() | (F.col("valid_to") >= F.lit(before)))
 
@@ -207,9 +209,8 @@ class _Walk:
     ) -> _Walk:
         """The users of ``starts``, each from their own ``first``: nobody rests."""
         before = F.date_sub("first", 1)
-        states = states.join(starts, "user_key").where(F.col("valid_to").isNull() | (F.col("valid_to") >= before))
-        states = states.persist()  # with ``first``; ``stored`` drops it
-        prior = states.where(F.col("valid_from") <= before).select("user_key", "state", "valid_from")
+        states = _reaching(states.join(starts, "user_key"), before).persist()  # with ``first``; ``stored`` drops it
+        prior = states_on(states, before)
         session_days = (
             sessions.join(starts, "user_key").where(F.col("session_date") >= F.col("first"))
             .select("user_key", "session_date").distinct()
@@ -415,7 +416,8 @@ def update_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineSe
     position = ledger.state(wh, CONSUMER, ledger.absorbed(wh, SESSIONS_CONSUMER))
     one = timedelta(days=1)
     if position.pending and not position.stale_days:
-        users = ledger.rows_of(wh, position.pending).groupBy("user_key").agg(F.date_sub(F.min("event_date"), 1).alias("first"))
+        own_first = F.date_sub(F.min("event_date"), 1)  # the day each user's correction starts
+        users = ledger.rows_of(wh, position.pending).groupBy("user_key").agg(own_first.alias("first"))
         changes = absorb_users(wh, users, min(load[0] for load in position.pending) - one, last, settings)
     else:
         changed_days = position.stale_days | {load[0] for load in position.pending}
