@@ -57,6 +57,7 @@ class EventChanges:
     rebuilt_days: list[date] = field(default_factory=list)
     loads_absorbed: int = 0
     copies_read: int = 0
+    version: int | None = None  # the table version of the MERGE of pending loads
 
 
 def absorb(wh: Warehouse, loads: set[ledger.Load], changes: EventChanges) -> None:
@@ -78,7 +79,9 @@ def absorb(wh: Warehouse, loads: set[ledger.Load], changes: EventChanges) -> Non
             .whenNotMatchedInsertAll()
             .execute()
         )
-        metrics = wh.delta(EVENTS).history(1).head().operationMetrics
+        commit = wh.delta(EVENTS).history(1).head()
+        metrics = commit.operationMetrics
+        changes.version = commit.version if commit.operation == "MERGE" else None
         changes.inserted += int(metrics.get("numTargetRowsInserted", 0))
         changes.replaced += int(metrics.get("numTargetRowsUpdated", 0))
     finally:
@@ -105,6 +108,7 @@ def update_events(wh: Warehouse, first: date, last: date) -> EventChanges:
         rebuild(wh, a, b, changes)
     absorb(wh, position.pending, changes)
     whole = {load for load in position.source if load[0] in position.stale_days}
-    ledger.record(wh, CONSUMER, position.pending | whole, position.stale_days)
+    versions = dict.fromkeys(position.pending, changes.version) if changes.version is not None else {}
+    ledger.record(wh, CONSUMER, position.pending | whole, position.stale_days, versions)
     changes.loads_absorbed = len(position.pending | whole)
     return changes

@@ -35,16 +35,17 @@ class LedgerState:
     source: set[Load] = field(default_factory=set)  # what upstream records now
     pending: set[Load] = field(default_factory=set)  # recorded, not absorbed, on days that are not stale
     stale_days: set[date] = field(default_factory=set)
+    versions: dict[Load, int] = field(default_factory=dict)  # upstream's table version that absorbed a load
 
     @property
     def up_to_date(self) -> bool:
         return not (self.pending or self.stale_days)
 
 
-def _window(df: DataFrame, first: date | None, last: date | None) -> DataFrame:
+def _window(df: DataFrame, first: date | None, last: date | None, *more) -> DataFrame:
     if first is not None:
         df = df.where(F.col("event_date").between(F.lit(first), F.lit(last)))
-    return df.select(*LOAD_COLUMNS)
+    return df.select(*LOAD_COLUMNS, *[c.alias("version") for c in more])
 
 
 def _as_load(row) -> Load:
@@ -60,18 +61,27 @@ def absorbed(wh: Warehouse, consumer: str) -> DataFrame:
 
 
 def state(wh: Warehouse, consumer: str, source: DataFrame, first: date | None = None, last: date | None = None) -> LedgerState:
-    """Compare ``source`` loads with what ``consumer`` absorbed, for event days ``first..last`` (default all)."""
+    """Compare ``source`` loads with what ``consumer`` absorbed, for event days ``first..last`` (default all).
+
+    ``source`` is ``partition_map`` or another consumer's ledger (whose versions come along).
+    """
     # One query for both sides: at a few rows each, a Spark query's fixed cost is the whole cost.
-    tagged = _window(source, first, last).withColumn("_upstream", F.lit(True)).unionByName(
-        _window(absorbed(wh, consumer), first, last).withColumn("_upstream", F.lit(False))
+    version = F.col("version") if "version" in source.columns else F.lit(None).cast("long")
+    tagged = (
+        _window(source, first, last, version)
+        .withColumn("_upstream", F.lit(True))
+        .unionByName(_window(absorbed(wh, consumer), first, last, F.lit(None).cast("long")).withColumn("_upstream", F.lit(False)))
     )
     recorded: set[Load] = set()
     done: set[Load] = set()
+    versions: dict[Load, int] = {}
     for r in tagged.collect():
         (recorded if r._upstream else done).add(_as_load(r))
+        if r.version is not None:
+            versions[_as_load(r)] = r.version
     stale_days = {load[0] for load in done - recorded}
     pending = {load for load in recorded - done if load[0] not in stale_days}
-    return LedgerState(recorded, pending, stale_days)
+    return LedgerState(recorded, pending, stale_days, versions)
 
 
 def partition_map_loads(wh: Warehouse) -> DataFrame:
@@ -85,12 +95,18 @@ def mark_all_absorbed(wh: Warehouse, consumers: tuple[str, ...]) -> None:
         record(wh, consumer, loads, {load[0] for load in loads})
 
 
-def record(wh: Warehouse, consumer: str, loads: set[Load], whole_days: set[date] = frozenset()) -> None:
-    """Record ``loads`` as absorbed; on ``whole_days`` they replace everything recorded before (one commit)."""
+def record(
+    wh: Warehouse, consumer: str, loads: set[Load], whole_days: set[date] = frozenset(), versions: dict[Load, int] | None = None
+) -> None:
+    """Record ``loads`` as absorbed; on ``whole_days`` they replace everything recorded before (one commit).
+
+    ``versions``: the consumer's table version that absorbed a load, for its own consumers' use.
+    """
     if not loads and not whole_days:
         return
+    versions = versions or {}
     rows = wh.spark.createDataFrame(
-        [(consumer, *load) for load in sorted(loads)], APPLIED_LOADS.schema
+        [(consumer, *load, versions.get(load)) for load in sorted(loads)], APPLIED_LOADS.schema
     )
     merge = (
         wh.delta(APPLIED_LOADS)

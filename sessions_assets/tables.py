@@ -70,6 +70,8 @@ EVENTS = Table(
         "timestamp timestamp, received_at timestamp, received_date date, event_date date"
     ),
     ("user_key", "timestamp"),
+    # The change feed tells ``sessions`` which rows a load really inserted (``session_extend.py``).
+    properties=(("delta.enableChangeDataFeed", "true"),),
 )
 SESSIONS = Table(
     "sessions",
@@ -101,12 +103,16 @@ USER_STATES = Table(
 )
 
 
-# Which (event day, received day, content) loads each derived table has absorbed (``ledger.py``).
+# Which (event day, received day, content) loads each derived table has absorbed (``ledger.py``), and for
+# ``events`` the table version of the ``MERGE`` that absorbed it (null when a day was rebuilt whole).
 APPLIED_LOADS = Table(
     "applied_loads",
     "consumer",
-    _schema("consumer string, event_date date, received_date date, content_hash string"),
+    _schema("consumer string, event_date date, received_date date, content_hash string, version long"),
 )
+
+
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 class Warehouse:
@@ -135,8 +141,25 @@ class Warehouse:
                 except Exception as error:  # another run created it first: fine
                     if not (is_write_conflict(error) and DeltaTable.isDeltaTable(self.spark, path)):
                         raise
+            else:
+                self._upgrade(table)
             self._created.add(table.name)
         return DeltaTable.forPath(self.spark, path)
+
+    def _upgrade(self, table: Table) -> None:
+        """Give a table made by an older version of the project the columns and properties declared now."""
+        path = self.path(table)
+        existing = DeltaTable.forPath(self.spark, path).toDF().columns
+        missing = [f for f in table.schema.fields if f.name not in existing]
+        if missing:
+            columns = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in missing)
+            self.spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
+        if table.properties:
+            current = DeltaTable.forPath(self.spark, path).detail().head().properties
+            wanted = {k: v for k, v in table.properties if current.get(k) != v}
+            if wanted:
+                settings = ", ".join(f"'{k}' = '{v}'" for k, v in wanted.items())
+                self.spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({settings})")
 
     def read(self, table: Table, first: date | None = None, last: date | None = None) -> DataFrame:
         """The table, pruned to partitions ``first..last`` (inclusive) when given."""
@@ -154,25 +177,46 @@ class Warehouse:
     def version(self, table: Table) -> int:
         return self.delta(table).history(1).select("version").head()[0]
 
-    def apply_diff(self, table: Table, diff: DataFrame, key: list[str], partitions: list | None = None) -> None:
+    def changes(self, table: Table, first_version: int, last_version: int) -> DataFrame:
+        """The table's change feed for versions ``first_version..last_version`` (``_change_type``, ...)."""
+        return (
+            self.spark.read.format("delta")
+            .option("readChangeFeed", "true")
+            .option("startingVersion", first_version)
+            .option("endingVersion", last_version)
+            .load(self.path(table))
+        )
+
+    def apply_diff(
+        self, table: Table, diff: DataFrame, key: list[str], partitions: list | None = None, note: str | None = None
+    ) -> None:
         """One ``MERGE`` applying ``diff_rows`` output: upserts and deletes by ``key``, in a single commit.
 
         ``partitions`` (values of the partition column) lets Delta skip every other partition's files.
+        ``note`` is kept as the commit's ``userMetadata``, atomically with the rows.
         """
         condition = " AND ".join(f"t.{k} = s.{k}" for k in key)
         if partitions and table.partition_column:
             values = ", ".join(f"'{v.isoformat() if hasattr(v, 'isoformat') else v}'" for v in partitions)
             condition = f"t.{table.partition_column} IN ({values}) AND {condition}"
         assignments = {c: f"s.{c}" for c in table.schema.fieldNames()}
-        (
+        merge = (
             self.delta(table)
             .alias("t")
             .merge(diff.alias("s"), condition)
             .whenMatchedDelete(condition="s._op = 'delete'")
             .whenMatchedUpdate(condition="s._op = 'upsert'", set=assignments)
             .whenNotMatchedInsert(condition="s._op = 'upsert'", values=assignments)
-            .execute()
         )
+        if note is None:
+            merge.execute()
+            return
+        # A MERGE takes its commit's userMetadata only from the session's configuration.
+        self.spark.conf.set(USER_METADATA, note)
+        try:
+            merge.execute()
+        finally:
+            self.spark.conf.unset(USER_METADATA)
 
     def replace_partitions(
         self, table: Table, rows: DataFrame, first: date, last: date, txn: tuple[str, int] | None = None,
