@@ -121,7 +121,8 @@ def events(context: dg.AssetExecutionContext, spark: LazyPySparkResource, settin
     pool=WAREHOUSE_POOL,
 )
 def sessions(context: dg.AssetExecutionContext, spark: LazyPySparkResource, settings: PipelineSettings) -> dg.MaterializeResult:
-    """Sessions by start day, exact under late data: only chains that absorbed events are recomputed and merged."""
+    """Sessions by start day, exact under late data: only chains that absorbed events change, extended from
+    their stored sessions where the 24 h cap allows, otherwise recomputed from their events."""
     first, last = _window(context)
     with retry_on_write_conflict(context):
         changes = update_sessions(_warehouse(spark, settings), first, last, settings)
@@ -131,7 +132,8 @@ def sessions(context: dg.AssetExecutionContext, spark: LazyPySparkResource, sett
             "sessions_merged_away": changes.merged_away,
             "sessions_moved_between_days": changes.moved,
             "capped_sessions_written": changes.capped,
-            "users_recomputed": changes.users,
+            "users_recomputed": changes.users - changes.extended,
+            "users_extended_without_events": changes.extended,
             "committed": changes.committed,
             "loads_absorbed": changes.loads_absorbed,
             "days_rebuilt_whole": dg.MetadataValue.json([d.isoformat() for d in changes.days_rebuilt_whole]),

@@ -10,19 +10,21 @@ that is repeated finds nothing to change.
 
 Reads: the seed users' ``events`` on the seed days and their neighbours (more days only for chains that
 come within one gap of the edge of what was read: continuous, bot-like activity), and their ``sessions``
-rows on those days.
+rows on those days. Most late rows never become seeds: a user whose pending rows are all new is extended
+from their stored sessions instead (``session_extend``), unless the 24 h cap must cut the joined chain.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, timedelta
+from functools import reduce
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from sessions_assets import events as ev
-from sessions_assets import ledger
+from sessions_assets import ledger, session_extend
 from sessions_assets.config import PipelineSettings
 from sessions_assets.partitions import days_between
 from sessions_assets.sessionize import _interval, assign_chains, sessions_from_chains
@@ -41,7 +43,8 @@ class SessionChanges:
     merged_away: int = 0  # rows deleted because their events now belong to another session
     moved: int = 0  # rows superseded by a session that starts on another day
     capped: int = 0  # rows written that were ended by the 24 h cap
-    users: int = 0  # users whose chains were recomputed
+    users: int = 0  # users whose sessions were recomputed or extended
+    extended: int = 0  # of which extended from their stored sessions, without reading their events
     committed: bool = False
     loads_absorbed: int = 0
     days_rebuilt_whole: tuple[date, ...] = ()
@@ -59,11 +62,12 @@ def _midnight(day: str) -> F.Column:
     return F.col(day).cast("timestamp")  # the session time zone is UTC
 
 
-def load_chains(wh: Warehouse, seeds: DataFrame, settings: PipelineSettings) -> DataFrame:
+def load_chains(wh: Warehouse, seeds: DataFrame, settings: PipelineSettings, read_days: set[date] | None = None) -> DataFrame:
     """Events, chained, of every chain of a seed user with an event on one of that user's seed days.
 
     Each chain is complete: reading starts at the seed days and their neighbours and grows, per user and
-    doubling, wherever a chain comes within one gap of the edge of what was read.
+    doubling, wherever a chain comes within one gap of the edge of what was read. The event days read
+    are added to ``read_days``.
     """
     gap, first_day = settings.session_gap, settings.first_day
     horizon = _last_event_day(wh) or first_day
@@ -74,9 +78,12 @@ def load_chains(wh: Warehouse, seeds: DataFrame, settings: PipelineSettings) -> 
     flagged = seeds.withColumn("_seed", F.lit(1))
     step = 1
     while True:
+        days = _days(read)
+        if read_days is not None:
+            read_days.update(days)
         events = (
             wh.read(EVENTS)
-            .where(F.col("event_date").isin(_days(read)))
+            .where(F.col("event_date").isin(days))
             .select("user_key", "timestamp", "message_id", "event_date")
             .join(read, ["user_key", "event_date"], "left_semi")
         )
@@ -139,21 +146,48 @@ def _uncovered_days(old: DataFrame, fresh: DataFrame, seeds: DataFrame) -> DataF
     return days.distinct().join(seeds, ["user_key", "event_date"], "left_anti")
 
 
-def rebuild_sessions(wh: Warehouse, seeds: DataFrame, settings: PipelineSettings) -> SessionChanges:
-    """Recompute the chains of ``seeds`` (``user_key``, ``event_date``) and merge the difference into ``sessions``."""
+def rebuild_sessions(wh: Warehouse, seeds: DataFrame, settings: PipelineSettings, new: DataFrame | None = None) -> SessionChanges:
+    """Recompute the chains of ``seeds`` (``user_key``, ``event_date``) and merge the difference into ``sessions``.
+
+    ``new``: rows no stored session counts yet (``session_extend.tag_unseen``), of users not in ``seeds``,
+    added to their users' stored sessions instead (their users are recomputed too if that needs events).
+    """
+    read_days: set[date] = set()
+    held: list[DataFrame] = []
+    extension = None
+    if new is not None:
+        extension = session_extend.extend(wh, new, settings)
+        held.append(extension.cached)
+        read_days.update(extension.days)
+        seeds = seeds.unionByName(new.join(extension.overflow, "user_key", "left_semi").select(*seeds.columns))
     seeds = seeds.select("user_key", "event_date").distinct().persist()
-    while True:
-        chained = load_chains(wh, seeds, settings)
-        fresh = sessions_from_chains(chained, settings.max_session).persist()
-        old = _superseded(wh, seeds, fresh).persist()
-        more = _uncovered_days(old, fresh, seeds).collect()
-        try:
+    held.append(seeds)
+    try:
+        fresh = old = None
+        while not seeds.isEmpty():
+            chained = load_chains(wh, seeds, settings, read_days)
+            fresh = sessions_from_chains(chained, settings.max_session).persist()
+            old = _superseded(wh, seeds, fresh).persist()
+            held += [chained, fresh, old]
+            more = _uncovered_days(old, fresh, seeds).collect()
             if not more:
-                return _merge(wh, fresh, old)
-        finally:
-            for df in (old, fresh, chained, seeds):
-                df.unpersist()
-        seeds = seeds.union(wh.spark.createDataFrame(more, SEED_SCHEMA)).distinct().persist()
+                break
+            seeds = seeds.union(wh.spark.createDataFrame(more, SEED_SCHEMA)).distinct().persist()
+            held.append(seeds)
+        news, olds = ([fresh.select(*SESSION_COLUMNS)], [old]) if fresh is not None else ([], [])
+        if extension is not None:
+            news.append(extension.fresh)
+            olds.append(extension.old)
+        if not news:
+            return SessionChanges()
+        note = session_extend.mark(wh.version(EVENTS), min(read_days, default=None), max(read_days, default=None))
+        changes = _merge(wh, reduce(DataFrame.unionByName, news), reduce(DataFrame.unionByName, olds), note)
+        if extension is not None:
+            changes.extended = extension.fresh.select("user_key").distinct().count()
+        return changes
+    finally:
+        for df in held:
+            df.unpersist()
 
 
 def users_on_days(wh: Warehouse, days: list[date]) -> DataFrame:
@@ -174,22 +208,33 @@ def rebuild_session_days(wh: Warehouse, first: date, last: date, settings: Pipel
 def update_sessions(wh: Warehouse, first: date, last: date, settings: PipelineSettings) -> SessionChanges:
     """Absorb the loads ``events`` absorbed on event days ``first..last`` and ``sessions`` has not yet."""
     position = ledger.state(wh, CONSUMER, ledger.absorbed(wh, ev.CONSUMER), first, last)
-    seeds = []
+    seeds, new, held = [], None, []
     if position.pending:
-        seeds.append(ledger.rows_of(wh, position.pending).select("user_key", "event_date"))
+        rows = ev.dedupe(ledger.rows_of(wh, position.pending))
+        if position.stale_days:  # a day rebuilt whole rewrites its users' events: recompute them all
+            seeds.append(rows.select("user_key", "event_date"))
+        else:
+            tagged = session_extend.tag_unseen(wh, rows, position, wh.version(EVENTS)).persist()
+            held.append(tagged)
+            new = tagged.where("_unseen").select("user_key", "timestamp", "event_date")
+            seeds.append(tagged.where(~F.col("_unseen")).select("user_key", "event_date"))
     if position.stale_days:
         seeds.append(users_on_days(wh, sorted(position.stale_days)))
     changes = SessionChanges()
     if seeds:
         union = seeds[0] if len(seeds) == 1 else seeds[0].union(seeds[1])
-        changes = rebuild_sessions(wh, union, settings)
+        try:
+            changes = rebuild_sessions(wh, union, settings, new)
+        finally:
+            for df in held:
+                df.unpersist()
     whole = {load for load in position.source if load[0] in position.stale_days}
     ledger.record(wh, CONSUMER, position.pending | whole, position.stale_days)
     changes.loads_absorbed, changes.days_rebuilt_whole = len(position.pending | whole), tuple(sorted(position.stale_days))
     return changes
 
 
-def _merge(wh: Warehouse, fresh: DataFrame, old: DataFrame) -> SessionChanges:
+def _merge(wh: Warehouse, fresh: DataFrame, old: DataFrame, note: str) -> SessionChanges:
     changes = SessionChanges()
     changes.users = fresh.select("user_key").distinct().count()
     new = fresh.select(*SESSION_COLUMNS)
@@ -205,7 +250,7 @@ def _merge(wh: Warehouse, fresh: DataFrame, old: DataFrame) -> SessionChanges:
         if changes.merged_away:
             changes.moved = _moved(diff.where("_op = 'delete'"), new)
         if changes.written or changes.merged_away:
-            wh.apply_diff(SESSIONS, diff, ["session_id", "session_date"], sorted(summary[3]))
+            wh.apply_diff(SESSIONS, diff, ["session_id", "session_date"], sorted(summary[3]), note=note)
             changes.committed = True
         return changes
     finally:

@@ -64,8 +64,12 @@ def pipeline(tmp_path_factory, spark):
     resources = build_resources(data_root=str(root), master="local[2]", shuffle_partitions=2, ui=False)
     with dg.instance_for_test() as instance:
         runner = Runner(instance, resources)
+        late_run = {}
         for received_day in landing_days(resources["settings"]):
             runner.process(received_day)
+            if received_day.isoformat() == LATE[:10]:
+                record = instance.fetch_materializations(dg.AssetKey("sessions"), limit=1).records[0]
+                late_run = {k: v.value for k, v in record.asset_materialization.metadata.items()}
         rows = runner.warehouse.read(SESSIONS).collect()
         checks = dg.materialize(
             [*ALL_ASSETS, *SESSION_CHECKS],
@@ -78,12 +82,19 @@ def pipeline(tmp_path_factory, spark):
         by_user.setdefault(r.user_key, []).append(
             (r.session_date.isoformat(), _hm(r.session_start), _hm(r.session_end), r.num_events, r.ended_by_cap)
         )
-    return by_user, checks
+    return by_user, checks, late_run
 
 
 @pytest.fixture(scope="module")
 def sessions_by_user(pipeline):
     return pipeline[0]
+
+
+def test_late_events_extend_stored_sessions_and_only_the_bot_reads_its_events(pipeline):
+    # Six users' late events join stored sessions by their start, end and count alone; the bot's chain
+    # is longer than the 24 h cap, so its cuts must be recomputed from its events.
+    late_run = pipeline[2]
+    assert (late_run["users_extended_without_events"], late_run["users_recomputed"]) == (6, 1)
 
 
 def _hm(moment) -> str:
