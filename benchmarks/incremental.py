@@ -188,7 +188,7 @@ def _rebuild_events(wh, first: date, last: date) -> None:
     wh.replace_partitions(EVENTS, ev.dedupe(ev.raw_rows_for(wh, received, first, last)), first, last)
 
 
-def _overwrite(wh, table, rows) -> None:
+def _overwrite(wh, table, rows, note: str | None = None) -> None:
     """Replace the whole table, in the layout the pipeline gives it (partitioned, a file per day, sorted)."""
     wh.delta(table)  # created as the pipeline creates it: partition column and table properties
     rows = rows.select(*table.schema.fieldNames())
@@ -197,6 +197,8 @@ def _overwrite(wh, table, rows) -> None:
     if table.sort_columns:
         rows = rows.sortWithinPartitions(*filter(None, (table.partition_column, *table.sort_columns)))
     writer = rows.write.format("delta").mode("overwrite")
+    if note is not None:
+        writer = writer.option("userMetadata", note)
     if table.partition_column:
         writer = writer.partitionBy(table.partition_column)
     writer.save(wh.path(table))
@@ -209,6 +211,7 @@ def full_build(wh, settings, horizon: date) -> None:
     from sessions_assets import ledger
     from sessions_assets.events import CONSUMER as events_consumer
     from sessions_assets.events import dedupe
+    from sessions_assets.session_extend import mark
     from sessions_assets.session_rebuild import CONSUMER as sessions_consumer
     from sessions_assets.sessionize import sessionize
     from sessions_assets.snapshot import CONSUMER as snapshot_consumer
@@ -216,7 +219,9 @@ def full_build(wh, settings, horizon: date) -> None:
     from sessions_assets.tables import DAILY_SNAPSHOT, EVENTS, RAW_EVENTS, SESSIONS, USER_STATES
 
     _overwrite(wh, EVENTS, dedupe(wh.read(RAW_EVENTS)))
-    _overwrite(wh, SESSIONS, sessionize(wh.read(EVENTS), settings.session_gap, settings.max_session))
+    # Marked as having read every event day, like a sessions commit of the pipeline (``session_extend``).
+    read_all = mark(wh.version(EVENTS), None, None)
+    _overwrite(wh, SESSIONS, sessionize(wh.read(EVENTS), settings.session_gap, settings.max_session), read_all)
     ledger.mark_all_absorbed(wh, (events_consumer, sessions_consumer, snapshot_consumer))
     for table in (DAILY_SNAPSHOT, USER_STATES):
         _overwrite(wh, table, wh.spark.createDataFrame([], table.schema))
