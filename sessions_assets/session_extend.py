@@ -149,11 +149,11 @@ def extend(wh: Warehouse, new: DataFrame, settings: PipelineSettings) -> Extensi
     # these days of d (it ends at most ``gap`` before the chain's start, itself at most ``cap`` before).
     before, after = _days_around(2 * cap + gap), _days_around(cap + gap)
     window = sorted({d + timedelta(days=k) for d in days for k in range(-before, after + 1)})
-    stored = (
-        wh.read(SESSIONS)
-        .where(F.col("session_date").isin(window))
-        .join(new.select("user_key").distinct(), "user_key", "left_semi")
-    )
+    near = new.select(
+        "user_key",
+        F.explode(F.sequence(F.date_sub("event_date", before), F.date_add("event_date", after))).alias("session_date"),
+    ).distinct()
+    stored = wh.read(SESSIONS).where(F.col("session_date").isin(window)).join(near, ["user_key", "session_date"], "left_semi")
     intervals = stored.select(
         *SESSION_COLUMNS, F.col("session_start").alias("_from"), F.col("session_end").alias("_to"), F.lit(False).alias("_new")
     ).unionByName(
@@ -182,6 +182,7 @@ def extend(wh: Warehouse, new: DataFrame, settings: PipelineSettings) -> Extensi
         .withColumn("_overflow", F.max("_cut").over(Window.partitionBy("user_key")))
         .persist()
     )
+    chained.count()  # computed whole once: its three parts below are read by separate (and broadcast) jobs
     kept = chained.where(~F.col("_overflow"))
     fresh = kept.where("_new").groupBy("user_key", "_chain").agg(
         F.first("_start").alias("session_start"), F.first("_end").alias("session_end"), F.first("_events").alias("num_events")

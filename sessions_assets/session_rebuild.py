@@ -180,10 +180,11 @@ def rebuild_sessions(wh: Warehouse, seeds: DataFrame, settings: PipelineSettings
             olds.append(extension.old)
         if not news:
             return SessionChanges()
+        # Counted before the write: after it, a re-read of ``sessions`` would see the new rows.
+        extended = extension.fresh.select("user_key").distinct().count() if extension is not None else 0
         note = session_extend.mark(wh.version(EVENTS), min(read_days, default=None), max(read_days, default=None))
         changes = _merge(wh, reduce(DataFrame.unionByName, news), reduce(DataFrame.unionByName, olds), note)
-        if extension is not None:
-            changes.extended = extension.fresh.select("user_key").distinct().count()
+        changes.extended = extended
         return changes
     finally:
         for df in held:
@@ -238,23 +239,22 @@ def _merge(wh: Warehouse, fresh: DataFrame, old: DataFrame, note: str) -> Sessio
     changes = SessionChanges()
     changes.users = fresh.select("user_key").distinct().count()
     new = fresh.select(*SESSION_COLUMNS)
-    diff = diff_rows(new, old, ["session_id", "session_date"]).persist()
-    try:
-        summary = diff.agg(
-            F.sum((F.col("_op") == "upsert").cast("int")),
-            F.sum((F.col("_op") == "delete").cast("int")),
-            F.sum(((F.col("_op") == "upsert") & F.col("ended_by_cap")).cast("int")),
-            F.collect_set("session_date"),
-        ).head()
-        changes.written, changes.merged_away, changes.capped = (summary[0] or 0, summary[1] or 0, summary[2] or 0)
-        if changes.merged_away:
-            changes.moved = _moved(diff.where("_op = 'delete'"), new)
-        if changes.written or changes.merged_away:
-            wh.apply_diff(SESSIONS, diff, ["session_id", "session_date"], sorted(summary[3]), note=note)
-            changes.committed = True
-        return changes
-    finally:
-        diff.unpersist()
+    # Checkpointed (freed with the frame), not cached: the MERGE re-plans a source that reads its own
+    # target against the version it writes, which misses the cache and would recompute the diff.
+    diff = diff_rows(new, old, ["session_id", "session_date"]).localCheckpoint()
+    summary = diff.agg(
+        F.sum((F.col("_op") == "upsert").cast("int")),
+        F.sum((F.col("_op") == "delete").cast("int")),
+        F.sum(((F.col("_op") == "upsert") & F.col("ended_by_cap")).cast("int")),
+        F.collect_set("session_date"),
+    ).head()
+    changes.written, changes.merged_away, changes.capped = (summary[0] or 0, summary[1] or 0, summary[2] or 0)
+    if changes.merged_away:
+        changes.moved = _moved(diff.where("_op = 'delete'"), new)
+    if changes.written or changes.merged_away:
+        wh.apply_diff(SESSIONS, diff, ["session_id", "session_date"], sorted(summary[3]), note=note)
+        changes.committed = True
+    return changes
 
 
 def _moved(deleted: DataFrame, new: DataFrame) -> int:
