@@ -15,6 +15,7 @@ from sessions_assets_tests.landing import segment, ts, write_by_received_day
 
 D = "2024-03-11"  # the seed's 2019-10-23
 LATE = "2024-03-16 03:00"  # when the late events are received
+CRASHED = "2024-03-12"  # this received day's sessions step dies once after its MERGE and is run again
 
 
 def on_time(user: str, *times: str) -> list[str]:
@@ -64,8 +65,10 @@ def pipeline(tmp_path_factory, spark):
     resources = build_resources(data_root=str(root), master="local[2]", shuffle_partitions=2, ui=False)
     with dg.instance_for_test() as instance:
         runner = Runner(instance, resources)
-        late_run = {}
+        late_run, crash_committed = {}, False
         for received_day in landing_days(resources["settings"]):
+            if received_day.isoformat() == CRASHED:
+                crash_committed = _process_dying_after_the_sessions_merge(runner, received_day)
             runner.process(received_day)
             if received_day.isoformat() == LATE[:10]:
                 record = instance.fetch_materializations(dg.AssetKey("sessions"), limit=1).records[0]
@@ -82,7 +85,28 @@ def pipeline(tmp_path_factory, spark):
         by_user.setdefault(r.user_key, []).append(
             (r.session_date.isoformat(), _hm(r.session_start), _hm(r.session_end), r.num_events, r.ended_by_cap)
         )
-    return by_user, checks, late_run
+    return by_user, checks, late_run, crash_committed
+
+
+def _process_dying_after_the_sessions_merge(runner, received_day) -> bool:
+    """Process a day whose ``sessions`` step dies between its MERGE and its ledger write; whether the
+    MERGE had committed."""
+    from sessions_assets import ledger
+    from sessions_assets.tables import SESSIONS
+
+    record = ledger.record
+
+    def dies(wh, consumer, *args, **kwargs):
+        if consumer == "sessions":
+            raise RuntimeError("killed between the sessions MERGE and its ledger write")
+        return record(wh, consumer, *args, **kwargs)
+
+    before = runner.warehouse.version(SESSIONS)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ledger, "record", dies)
+        with pytest.raises(Exception, match="killed between"):
+            runner.process(received_day)
+    return runner.warehouse.version(SESSIONS) == before + 1
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +123,13 @@ def test_late_events_extend_stored_sessions_and_only_the_bot_reads_its_events(pi
 
 def _hm(moment) -> str:
     return moment.strftime("%m-%d %H:%M")
+
+
+def test_a_sessions_run_that_dies_before_its_ledger_write_adds_no_event_twice(pipeline, sessions_by_user):
+    # Received 2024-03-12's run committed end_of_day's first session, from its two new events, then died;
+    # the commit's mark makes the retry recompute those events instead of adding them again.
+    assert pipeline[3]
+    assert sessions_by_user["end_of_day"] == [(D, "03-11 23:59", "03-12 00:20", 3, False)]
 
 
 def test_late_event_inside_a_session_only_bumps_its_count(sessions_by_user):

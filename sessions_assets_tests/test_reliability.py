@@ -173,35 +173,3 @@ def test_killed_run_leaves_committed_tables_and_the_next_run_repairs(tmp_path, s
     assert "state: standard" in capsys.readouterr().out
     assert len(landing_days(wh.settings)) == 3
 
-
-def test_a_sessions_run_that_dies_before_its_ledger_write_adds_no_event_twice(spark, data_root, monkeypatch):
-    """Late events are added to stored sessions by count (``session_extend``); the commit that adds them
-    records what it read, so a retry after dying before the ledger write recomputes instead of adding."""
-    import dagster as dg
-
-    from sessions_assets import ledger
-    from sessions_assets.runner import Runner
-    from sessions_assets.tables import SESSIONS
-
-    days = _late_stream(data_root)
-    resources = build_resources(data_root=str(data_root), master="local[2]", shuffle_partitions=2, ui=False)
-    record = ledger.record
-
-    def dies_after_the_sessions_merge(wh, consumer, *args, **kwargs):
-        if consumer == "sessions":
-            raise RuntimeError("killed between the sessions MERGE and its ledger write")
-        return record(wh, consumer, *args, **kwargs)
-
-    with dg.instance_for_test() as instance:
-        runner = Runner(instance, resources)
-        for day in days[:-1]:
-            runner.process(day)
-        wh = runner.warehouse
-        before = wh.version(SESSIONS)
-        monkeypatch.setattr(ledger, "record", dies_after_the_sessions_merge)
-        with pytest.raises(Exception, match="killed between"):
-            runner.process(days[-1])
-        assert wh.version(SESSIONS) == before + 1  # the late events were added and committed
-        monkeypatch.setattr(ledger, "record", record)
-        runner.process(days[-1])
-        assert_tables_match_oracle(wh, data_root)
