@@ -42,10 +42,12 @@ class LedgerState:
         return not (self.pending or self.stale_days)
 
 
-def _window(df: DataFrame, first: date | None, last: date | None, *more) -> DataFrame:
+def _window(df: DataFrame, first: date | None, last: date | None) -> DataFrame:
+    """Loads of event days ``first..last``, with the ``version`` that absorbed each (null if not recorded)."""
     if first is not None:
         df = df.where(F.col("event_date").between(F.lit(first), F.lit(last)))
-    return df.select(*LOAD_COLUMNS, *[c.alias("version") for c in more])
+    version = F.col("version") if "version" in df.columns else F.lit(None).cast("long")
+    return df.select(*LOAD_COLUMNS, version.alias("version"))
 
 
 def _as_load(row) -> Load:
@@ -66,18 +68,15 @@ def state(wh: Warehouse, consumer: str, source: DataFrame, first: date | None = 
     ``source`` is ``partition_map`` or another consumer's ledger (whose versions come along).
     """
     # One query for both sides: at a few rows each, a Spark query's fixed cost is the whole cost.
-    version = F.col("version") if "version" in source.columns else F.lit(None).cast("long")
-    tagged = (
-        _window(source, first, last, version)
-        .withColumn("_upstream", F.lit(True))
-        .unionByName(_window(absorbed(wh, consumer), first, last, F.lit(None).cast("long")).withColumn("_upstream", F.lit(False)))
+    tagged = _window(source, first, last).withColumn("_upstream", F.lit(True)).unionByName(
+        _window(absorbed(wh, consumer), first, last).withColumn("_upstream", F.lit(False))
     )
     recorded: set[Load] = set()
     done: set[Load] = set()
     versions: dict[Load, int] = {}
     for r in tagged.collect():
         (recorded if r._upstream else done).add(_as_load(r))
-        if r.version is not None:
+        if r._upstream and r.version is not None:
             versions[_as_load(r)] = r.version
     stale_days = {load[0] for load in done - recorded}
     pending = {load for load in recorded - done if load[0] not in stale_days}

@@ -149,13 +149,13 @@ class Warehouse:
     def _upgrade(self, table: Table) -> None:
         """Give a table made by an older version of the project the columns and properties declared now."""
         path = self.path(table)
-        existing = DeltaTable.forPath(self.spark, path).toDF().columns
-        missing = [f for f in table.schema.fields if f.name not in existing]
+        delta = DeltaTable.forPath(self.spark, path)
+        missing = [f for f in table.schema.fields if f.name not in delta.toDF().columns]
         if missing:
             columns = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in missing)
             self.spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
         if table.properties:
-            current = DeltaTable.forPath(self.spark, path).detail().head().properties
+            current = delta.detail().head().properties
             wanted = {k: v for k, v in table.properties if current.get(k) != v}
             if wanted:
                 settings = ", ".join(f"'{k}' = '{v}'" for k, v in wanted.items())

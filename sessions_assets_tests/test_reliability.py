@@ -172,4 +172,3 @@ def test_killed_run_leaves_committed_tables_and_the_next_run_repairs(tmp_path, s
     assert main(["status", "--data-root", str(data_root)]) == 0
     assert "state: standard" in capsys.readouterr().out
     assert len(landing_days(wh.settings)) == 3
-

@@ -46,4 +46,3 @@ def test_a_mark_bounds_the_unmarked_writes_before_it_and_covers_only_its_days(wa
     assert _seen(warehouse) == {MAR_1: 5, MAR_2: 5, MAR_3: 9, MAR_9: 9}
     _write(warehouse, MAR_2, mark(12, None, None))  # a full build read every day
     assert set(_seen(warehouse).values()) == {12}
-
