@@ -36,6 +36,9 @@ class PipelineSettings(dg.ConfigurableResource):
     max_session_hours: int = 24
     lapsing_days: int = 7
     dormant_days: int = 30
+    # Queries are interpreted (``resources.py``), except a scan of at least this many stored rows: the
+    # ``events`` MERGE matching a day's messages against every touched event day (``compiled``).
+    compile_above_rows: int = 4_000_000
 
     @property
     def landing(self) -> Path:

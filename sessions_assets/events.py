@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from sessions_assets import ledger
 from sessions_assets.partitions import contiguous_ranges
+from sessions_assets.resources import compiled
 from sessions_assets.tables import EVENTS, PARTITION_MAP, RAW_EVENTS, Warehouse
 
 CONSUMER = "events"
@@ -67,8 +68,9 @@ def absorb(wh: Warehouse, loads: set[ledger.Load], changes: EventChanges) -> Non
     raw = ledger.rows_of(wh, loads).persist()
     try:
         changes.copies_read += raw.count()
-        days = ", ".join(f"DATE'{d.isoformat()}'" for d in sorted({load[0] for load in loads}))
-        (
+        touched = sorted({load[0] for load in loads})
+        days = ", ".join(f"DATE'{d.isoformat()}'" for d in touched)
+        merge = (
             wh.delta(EVENTS)
             .alias("t")
             .merge(
@@ -77,8 +79,12 @@ def absorb(wh: Warehouse, loads: set[ledger.Load], changes: EventChanges) -> Non
             )
             .whenMatchedUpdateAll(condition=_EARLIER)
             .whenNotMatchedInsertAll()
-            .execute()
         )
+        # Matching reads every stored message of the touched days: compiled when they are millions, as the
+        # partition map counts them (a count of the days themselves would be a scan as long as the match).
+        copies = wh.read(PARTITION_MAP).where(F.col("event_date").isin(touched)).agg(F.sum("events")).head()[0]
+        with compiled(wh.spark, when=(copies or 0) >= wh.settings.compile_above_rows):
+            merge.execute()
         commit = wh.delta(EVENTS).history(1).head()
         metrics = commit.operationMetrics
         changes.version = commit.version if commit.operation == "MERGE" else None

@@ -8,6 +8,8 @@ the master and sizing come from the environment so the same code runs on a clust
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from dagster_pyspark import LazyPySparkResource
@@ -49,8 +51,7 @@ def spark_config(
         # An incremental step is many small queries over few rows: compiling each new plan to Java (Janino)
         # costs more than interpreting it. Measured: one H = 180 benchmark day 56 s -> 41 s, a 3-day CLI
         # run 218 s -> 167 s. Turn it back on (SPARK_CODEGEN=true) for days of millions of rows.
-        "spark.sql.codegen.wholeStage": str(codegen).lower(),
-        "spark.sql.codegen.factoryMode": "FALLBACK" if codegen else "NO_CODEGEN",
+        **_codegen(codegen),
     }
     jars = os.environ.get("SPARK_JARS")  # pre-fetched jars (e.g. `mvn dependency:copy`), if resolution fails
     if jars:
@@ -58,6 +59,34 @@ def spark_config(
     else:
         config["spark.jars.packages"] = delta_packages()
     return config
+
+
+def _codegen(on: bool) -> dict[str, str]:
+    return {
+        "spark.sql.codegen.wholeStage": str(on).lower(),
+        "spark.sql.codegen.factoryMode": "FALLBACK" if on else "NO_CODEGEN",
+    }
+
+
+@contextmanager
+def compiled(spark: SparkSession, when: bool = True) -> Iterator[None]:
+    """Compile the block's queries to Java (if ``when``): for the rare query that scans millions of rows.
+
+    The session interprets by default (above), which suits the many small queries of a step; a query over
+    a whole history's rows pays its compile time back many times (the ``events`` MERGE at 100,000 events a
+    day over 180 days: matching 15.5 M stored rows 5.7 s interpreted, 2.7 s compiled).
+    """
+    if not when:
+        yield
+        return
+    before = {key: spark.conf.get(key) for key in _codegen(True)}
+    for key, value in _codegen(True).items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            spark.conf.set(key, value)
 
 
 def spark_resource(**overrides: Any) -> LazyPySparkResource:

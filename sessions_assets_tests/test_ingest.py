@@ -12,6 +12,7 @@ from datetime import date
 import pytest
 from pyspark.sql import functions as F
 
+from sessions_assets.config import PipelineSettings
 from sessions_assets.tables import EVENTS, PARTITION_MAP, RAW_EVENTS, REJECTED_EVENTS, SESSIONS
 from sessions_assets_tests.landing import segment, write_day
 
@@ -101,8 +102,16 @@ def test_a_received_day_that_gains_a_file_is_replaced_not_appended(landing, runn
     assert sorted(ids) == ["m-1", "m-2", "m-3", "m-4", "m-5", "m-6", "m-7"]
 
 
-@pytest.mark.parametrize("order", ["in_order", "reversed"])
-def test_duplicates_across_received_days_keep_the_earliest_copy_in_any_order(order, data_root, runner, warehouse):
+@pytest.mark.parametrize(
+    "order, compiled",
+    [("in_order", False), ("reversed", False), pytest.param("reversed", True, id="reversed-compiled")],
+)
+def test_duplicates_across_received_days_keep_the_earliest_copy_in_any_order(
+    order, compiled, data_root, resources, runner, warehouse, spark
+):
+    codegen = spark.conf.get("spark.sql.codegen.wholeStage")
+    if compiled:  # the MERGE as it runs over millions of stored rows: compiled to Java, then back
+        resources["settings"] = PipelineSettings(data_root=str(data_root), compile_above_rows=0)
     first = segment("dup", "u1", "2024-03-10 10:00", "2024-03-10 10:00:05", event="First Copy")
     again = segment("dup", "u1", "2024-03-10 10:00", "2024-03-12 10:00", event="Second Copy")
     write_day(data_root, "2024-03-10", [first, segment("other", "u1", "2024-03-10 10:01")])
@@ -118,6 +127,7 @@ def test_duplicates_across_received_days_keep_the_earliest_copy_in_any_order(ord
     assert metadata["copies_read"].value == 2
     assert metadata["copies_replaced_by_earlier"].value == (0 if order == "in_order" else 1)
     assert metadata["loads_absorbed"].value == 1
+    assert spark.conf.get("spark.sql.codegen.wholeStage") == codegen
 
 
 def test_events_of_a_day_read_only_the_received_partitions_the_map_names(data_root, runner, warehouse):
