@@ -242,11 +242,15 @@ def _merge(wh: Warehouse, fresh: DataFrame, old: DataFrame, note: str) -> Sessio
     # Checkpointed (freed with the frame), not cached: the MERGE re-plans a source that reads its own
     # target against the version it writes, which misses the cache and would recompute the diff.
     diff = diff_rows(new, old, ["session_id", "session_date"]).localCheckpoint()
+    written = F.col("_op") != "delete"
     summary = diff.agg(
-        F.sum((F.col("_op") == "upsert").cast("int")),
-        F.sum((F.col("_op") == "delete").cast("int")),
-        F.sum(((F.col("_op") == "upsert") & F.col("ended_by_cap")).cast("int")),
-        F.collect_set("session_date"),
+        F.sum(written.cast("int")),
+        F.sum((~written).cast("int")),
+        F.sum((written & F.col("ended_by_cap")).cast("int")),
+        # Only the days of stored sessions that change or go: a new session's key is in no other day
+        # (``old`` holds every stored session its chain could share a start with), so the MERGE need
+        # not read the other days to find it absent.
+        F.collect_set(F.when(F.col("_op") != "insert", F.col("session_date"))),
     ).head()
     changes.written, changes.merged_away, changes.capped = (summary[0] or 0, summary[1] or 0, summary[2] or 0)
     if changes.merged_away:

@@ -190,23 +190,25 @@ class Warehouse:
     def apply_diff(
         self, table: Table, diff: DataFrame, key: list[str], partitions: list | None = None, note: str | None = None
     ) -> None:
-        """One ``MERGE`` applying ``diff_rows`` output: upserts and deletes by ``key``, in a single commit.
+        """One ``MERGE`` applying ``diff_rows`` output: inserts, updates and deletes by ``key``, in one commit.
 
-        ``partitions`` (values of the partition column) lets Delta skip every other partition's files.
+        ``partitions`` (values of the partition column) are where a stored row can match: those of the rows
+        ``diff_rows`` found stored (updates, deletes). Delta reads no other partition's files, and the
+        ``insert`` rows elsewhere are appended unmatched, so they must be keys the table does not hold.
         ``note`` is kept as the commit's ``userMetadata``, atomically with the rows.
         """
         condition = " AND ".join(f"t.{k} = s.{k}" for k in key)
-        if partitions and table.partition_column:
+        if partitions is not None and table.partition_column:
             values = ", ".join(f"'{v.isoformat() if hasattr(v, 'isoformat') else v}'" for v in partitions)
-            condition = f"t.{table.partition_column} IN ({values}) AND {condition}"
+            condition = f"t.{table.partition_column} IN ({values}) AND {condition}" if values else "FALSE"
         assignments = {c: f"s.{c}" for c in table.schema.fieldNames()}
         merge = (
             self.delta(table)
             .alias("t")
             .merge(diff.alias("s"), condition)
             .whenMatchedDelete(condition="s._op = 'delete'")
-            .whenMatchedUpdate(condition="s._op = 'upsert'", set=assignments)
-            .whenNotMatchedInsert(condition="s._op = 'upsert'", values=assignments)
+            .whenMatchedUpdate(condition="s._op != 'delete'", set=assignments)
+            .whenNotMatchedInsert(condition="s._op != 'delete'", values=assignments)
         )
         if note is None:
             merge.execute()
@@ -255,7 +257,8 @@ class Warehouse:
 
 
 def diff_rows(new: DataFrame, old: DataFrame, key: list[str]) -> DataFrame:
-    """Rows to upsert (new or changed) and to delete (gone), tagged ``_op``; unchanged rows drop out.
+    """Rows to insert (keys ``old`` lacks), update (changed) and delete (gone), tagged ``_op``; unchanged
+    rows drop out.
 
     ``new`` is the truth for the scope that ``old`` covers; both have the same columns.
     """
@@ -267,7 +270,7 @@ def diff_rows(new: DataFrame, old: DataFrame, key: list[str]) -> DataFrame:
     for column in columns:
         same = same & F.col(f"n.{column}").eqNullSafe(F.col(f"o.{column}"))
     gone = F.col("n._new").isNull()
-    op = F.when(gone, "delete").when(F.col("o._old").isNull() | ~same, "upsert")
+    op = F.when(gone, "delete").when(F.col("o._old").isNull(), "insert").when(~same, "update")
     pick = [F.when(gone, F.col(f"o.{c}")).otherwise(F.col(f"n.{c}")).alias(c) for c in columns]
     return joined.select(*key, *pick, op.alias("_op")).where(F.col("_op").isNotNull())
 
