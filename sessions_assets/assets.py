@@ -109,6 +109,7 @@ def events(context: dg.AssetExecutionContext, spark: LazyPySparkResource, settin
             "copies_read": changes.copies_read,
             "loads_absorbed": changes.loads_absorbed,
             "days_rebuilt_whole": dg.MetadataValue.json([d.isoformat() for d in changes.rebuilt_days]),
+            "days_compacted": dg.MetadataValue.json([d.isoformat() for d in changes.compacted_days]),
         }
     )
 
@@ -137,6 +138,7 @@ def sessions(context: dg.AssetExecutionContext, spark: LazyPySparkResource, sett
             "committed": changes.committed,
             "loads_absorbed": changes.loads_absorbed,
             "days_rebuilt_whole": dg.MetadataValue.json([d.isoformat() for d in changes.days_rebuilt_whole]),
+            "days_compacted": dg.MetadataValue.json([d.isoformat() for d in changes.days_compacted]),
         }
     )
 

@@ -56,6 +56,7 @@ class EventChanges:
     inserted: int = 0
     replaced: int = 0  # stored copies replaced by an earlier-received one
     rebuilt_days: list[date] = field(default_factory=list)
+    compacted_days: list[date] = field(default_factory=list)
     loads_absorbed: int = 0
     copies_read: int = 0
     version: int | None = None  # the table version of the MERGE of pending loads
@@ -117,4 +118,7 @@ def update_events(wh: Warehouse, first: date, last: date) -> EventChanges:
     versions = dict.fromkeys(position.pending, changes.version) if changes.version is not None else {}
     ledger.record(wh, CONSUMER, position.pending | whole, position.stale_days, versions)
     changes.loads_absorbed = len(position.pending | whole)
+    settings = wh.settings
+    touched = {load[0] for load in position.pending}
+    changes.compacted_days = wh.compact(EVENTS, touched, settings.compact_min_files, settings.compact_most_days)
     return changes

@@ -48,6 +48,8 @@ class SessionChanges:
     committed: bool = False
     loads_absorbed: int = 0
     days_rebuilt_whole: tuple[date, ...] = ()
+    days_written: tuple[date, ...] = ()
+    days_compacted: tuple[date, ...] = ()
 
 
 def _last_event_day(wh: Warehouse) -> date | None:
@@ -232,6 +234,8 @@ def update_sessions(wh: Warehouse, first: date, last: date, settings: PipelineSe
     whole = {load for load in position.source if load[0] in position.stale_days}
     ledger.record(wh, CONSUMER, position.pending | whole, position.stale_days)
     changes.loads_absorbed, changes.days_rebuilt_whole = len(position.pending | whole), tuple(sorted(position.stale_days))
+    compacted = wh.compact(SESSIONS, changes.days_written, settings.compact_min_files, settings.compact_most_days)
+    changes.days_compacted = tuple(compacted)
     return changes
 
 
@@ -251,7 +255,9 @@ def _merge(wh: Warehouse, fresh: DataFrame, old: DataFrame, note: str) -> Sessio
         # (``old`` holds every stored session its chain could share a start with), so the MERGE need
         # not read the other days to find it absent.
         F.collect_set(F.when(F.col("_op") != "insert", F.col("session_date"))),
+        F.collect_set("session_date"),
     ).head()
+    changes.days_written = tuple(sorted(summary[4]))
     changes.written, changes.merged_away, changes.capped = (summary[0] or 0, summary[1] or 0, summary[2] or 0)
     if changes.merged_away:
         changes.moved = _moved(diff.where("_op = 'delete'"), new)

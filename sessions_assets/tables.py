@@ -7,6 +7,9 @@ and a re-run that would write the same rows writes nothing at all (no new versio
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
 
@@ -254,6 +257,30 @@ class Warehouse:
             return True
         finally:
             rows.unpersist()
+
+
+    def compact(self, table: Table, days: Iterable[date], min_files: int, most: int) -> list[date]:
+        """Compact (``OPTIMIZE``) the ``days`` partitions holding ``min_files`` files or more, the ``most``
+        fullest; returns them.
+
+        Every run adds a small file to each day it touches, and a late tail touches most days, while a
+        ``MERGE`` or a read opens every file of its days: left alone, a day's file count, and the cost of
+        reading it, grows with the number of runs that touched it. Delta's auto compaction does not fit:
+        it rewrites every touched partition holding more than one file, on every write. This rewrites a
+        day once per ``min_files`` runs, and ``most`` spreads the rewrites of days that fill up together.
+        The file counts come from the table's log (the paths a scan would open), not from the data.
+        """
+        column = table.partition_column
+        wanted = sorted({d.isoformat() for d in days})
+        if not wanted or min_files < 2 or most < 1:
+            return []
+        paths = self.read(table).where(F.col(column).isin(wanted)).inputFiles()
+        files = Counter(m.group(1) for m in (re.search(rf"{column}=(\d{{4}}-\d{{2}}-\d{{2}})", p) for p in paths) if m)
+        due = sorted(sorted((d for d, n in files.items() if n >= min_files), key=lambda d: -files[d])[:most])
+        if due:
+            values = ", ".join(f"'{d}'" for d in due)
+            self.delta(table).optimize().where(f"{column} IN ({values})").executeCompaction()
+        return [date.fromisoformat(d) for d in due]
 
 
 def diff_rows(new: DataFrame, old: DataFrame, key: list[str]) -> DataFrame:

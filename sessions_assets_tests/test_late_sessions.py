@@ -7,10 +7,12 @@ would. Each test then reads that user's rows of the ``sessions`` table, in every
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import timedelta
 
 import pytest
 
+from sessions_assets.config import PipelineSettings
 from sessions_assets_tests.landing import segment, ts, write_by_received_day
 
 D = "2024-03-11"  # the seed's 2019-10-23
@@ -58,11 +60,13 @@ def pipeline(tmp_path_factory, spark):
     from sessions_assets.definitions import build_resources
     from sessions_assets.ingest import landing_days
     from sessions_assets.runner import Runner
-    from sessions_assets.tables import SESSIONS
+    from sessions_assets.tables import EVENTS, SESSIONS
 
     root = tmp_path_factory.mktemp("late") / "data"
     write_by_received_day(root, [line for lines in SCENARIOS.values() for line in lines])
     resources = build_resources(data_root=str(root), master="local[2]", shuffle_partitions=2, ui=False)
+    # Days compacted as soon as a run leaves two files in them: the scenarios run through compactions.
+    resources["settings"] = PipelineSettings(data_root=str(root), compact_min_files=2)
     with dg.instance_for_test() as instance:
         runner = Runner(instance, resources)
         late_run, crash_committed = {}, False
@@ -74,6 +78,7 @@ def pipeline(tmp_path_factory, spark):
                 record = instance.fetch_materializations(dg.AssetKey("sessions"), limit=1).records[0]
                 late_run = {k: v.value for k, v in record.asset_materialization.metadata.items()}
         rows = runner.warehouse.read(SESSIONS).collect()
+        layout = {table.name: _files_and_compactions(runner.warehouse, table) for table in (EVENTS, SESSIONS)}
         checks = dg.materialize(
             [*ALL_ASSETS, *SESSION_CHECKS],
             selection=dg.AssetSelection.checks(*SESSION_CHECKS),
@@ -85,7 +90,13 @@ def pipeline(tmp_path_factory, spark):
         by_user.setdefault(r.user_key, []).append(
             (r.session_date.isoformat(), _hm(r.session_start), _hm(r.session_end), r.num_events, r.ended_by_cap)
         )
-    return by_user, checks, late_run, crash_committed
+    return by_user, checks, late_run, crash_committed, layout
+
+
+def _files_and_compactions(wh, table) -> tuple[Counter, int]:
+    """Files per partition day, and how many ``OPTIMIZE`` commits the table has."""
+    days = Counter(path.split(f"{table.partition_column}=")[1][:10] for path in wh.read(table).inputFiles())
+    return days, wh.delta(table).history().where("operation = 'OPTIMIZE'").count()
 
 
 def _process_dying_after_the_sessions_merge(runner, received_day) -> bool:
@@ -192,3 +203,13 @@ def test_asset_checks_pass_on_the_result(pipeline):
         "sessions_do_not_overlap", "sessions_count_their_events", "sessions_within_cap", "snapshot_accounts_for_every_user"
     }
     assert all(e.passed for e in evaluations.values()), {n: e.metadata for n, e in evaluations.items()}
+
+
+def test_days_a_run_leaves_with_more_files_than_allowed_are_compacted(pipeline):
+    """Each run adds a file to every day it touches; with ``compact_min_files=2`` every such day is
+    compacted in the same step, so each day ends in one file and the scenarios above ran through it (a
+    ``sessions`` MERGE that updates a day rewrites its new rows into the same file: none was due there)."""
+    layout = pipeline[4]
+    assert layout["events"][1] > 0
+    for table, (files_per_day, _) in layout.items():
+        assert set(files_per_day.values()) == {1}, (table, files_per_day)
