@@ -202,7 +202,7 @@ class Warehouse:
         """
         condition = " AND ".join(f"t.{k} = s.{k}" for k in key)
         if partitions is not None and table.partition_column:
-            values = ", ".join(f"'{v.isoformat() if hasattr(v, 'isoformat') else v}'" for v in partitions)
+            values = _sql_list(partitions)
             condition = f"t.{table.partition_column} IN ({values}) AND {condition}" if values else "FALSE"
         assignments = {c: f"s.{c}" for c in table.schema.fieldNames()}
         merge = (
@@ -258,6 +258,15 @@ class Warehouse:
         finally:
             rows.unpersist()
 
+    def files_per_day(self, table: Table, days: Iterable[date] | None = None) -> Counter[date]:
+        """How many data files each partition day holds (of ``days``, if given), from the table's log: the
+        paths a scan would open, not the data."""
+        column = table.partition_column
+        df = self.read(table)
+        if days is not None:
+            df = df.where(F.col(column).isin(sorted(set(days))))
+        found = (re.search(rf"{column}=(\d{{4}}-\d{{2}}-\d{{2}})", path) for path in df.inputFiles())
+        return Counter(date.fromisoformat(m.group(1)) for m in found if m)
 
     def compact(self, table: Table, days: Iterable[date], min_files: int, most: int) -> list[date]:
         """Compact (``OPTIMIZE``) the ``days`` partitions holding ``min_files`` files or more, the ``most``
@@ -268,19 +277,21 @@ class Warehouse:
         reading it, grows with the number of runs that touched it. Delta's auto compaction does not fit:
         it rewrites every touched partition holding more than one file, on every write. This rewrites a
         day once per ``min_files`` runs, and ``most`` spreads the rewrites of days that fill up together.
-        The file counts come from the table's log (the paths a scan would open), not from the data.
         """
-        column = table.partition_column
-        wanted = sorted({d.isoformat() for d in days})
-        if not wanted or min_files < 2 or most < 1:
+        days = set(days)
+        if not days or min_files < 2 or most < 1:
             return []
-        paths = self.read(table).where(F.col(column).isin(wanted)).inputFiles()
-        files = Counter(m.group(1) for m in (re.search(rf"{column}=(\d{{4}}-\d{{2}}-\d{{2}})", p) for p in paths) if m)
-        due = sorted(sorted((d for d, n in files.items() if n >= min_files), key=lambda d: -files[d])[:most])
+        files = self.files_per_day(table, days)
+        due = sorted(sorted((d for d, n in files.items() if n >= min_files), key=files.get, reverse=True)[:most])
         if due:
-            values = ", ".join(f"'{d}'" for d in due)
-            self.delta(table).optimize().where(f"{column} IN ({values})").executeCompaction()
-        return [date.fromisoformat(d) for d in due]
+            where = f"{table.partition_column} IN ({_sql_list(due)})"
+            self.delta(table).optimize().where(where).executeCompaction()
+        return due
+
+
+def _sql_list(values: Iterable) -> str:
+    """``'a', 'b'`` for a SQL ``IN`` list; dates as ISO days."""
+    return ", ".join(f"'{v.isoformat() if hasattr(v, 'isoformat') else v}'" for v in values)
 
 
 def diff_rows(new: DataFrame, old: DataFrame, key: list[str]) -> DataFrame:

@@ -95,8 +95,7 @@ def pipeline(tmp_path_factory, spark):
 
 def _files_and_compactions(wh, table) -> tuple[Counter, int]:
     """Files per partition day, and how many ``OPTIMIZE`` commits the table has."""
-    days = Counter(path.split(f"{table.partition_column}=")[1][:10] for path in wh.read(table).inputFiles())
-    return days, wh.delta(table).history().where("operation = 'OPTIMIZE'").count()
+    return wh.files_per_day(table), wh.delta(table).history().where("operation = 'OPTIMIZE'").count()
 
 
 def _process_dying_after_the_sessions_merge(runner, received_day) -> bool:
