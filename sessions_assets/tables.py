@@ -8,6 +8,7 @@ and a re-run that would write the same rows writes nothing at all (no new versio
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -117,6 +118,11 @@ APPLIED_LOADS = Table(
 
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
+# How another process's creation of the same table shows up in ours (besides a commit conflict), and how
+# long to wait for its first commit before taking the error as real.
+_CREATION_RACE = ("DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", "DELTA_TABLE_NOT_FOUND")
+CREATION_WAIT_SECONDS = 30.0
+
 
 class Warehouse:
     """The pipeline's Delta tables, created on first use so that readers never meet a missing table."""
@@ -134,20 +140,39 @@ class Warehouse:
         path = self.path(table)
         if table.name not in self._created:
             if not DeltaTable.isDeltaTable(self.spark, path):
-                builder = DeltaTable.createIfNotExists(self.spark).location(path).addColumns(table.schema)
-                if table.partition_column:
-                    builder = builder.partitionedBy(table.partition_column)
-                for key, value in table.properties:
-                    builder = builder.property(key, value)
-                try:
-                    builder.execute()
-                except Exception as error:  # another run created it first: fine
-                    if not (is_write_conflict(error) and DeltaTable.isDeltaTable(self.spark, path)):
-                        raise
+                self._create(table)
             else:
                 self._upgrade(table)
             self._created.add(table.name)
         return DeltaTable.forPath(self.spark, path)
+
+    def _create(self, table: Table) -> None:
+        """Create the table; if another process creates it at the same moment, wait for its version 0.
+
+        The loser of that race sees a commit conflict, a "non-empty location" (the winner's directory
+        exists, its first commit not yet) or "table not found", depending on the moment.
+        ``isDeltaTable`` is no judge of the outcome: it answers from this JVM's cached, still-empty log,
+        while ``forPath`` reads the log afresh.
+        """
+        path = self.path(table)
+        builder = DeltaTable.createIfNotExists(self.spark).location(path).addColumns(table.schema)
+        if table.partition_column:
+            builder = builder.partitionedBy(table.partition_column)
+        for key, value in table.properties:
+            builder = builder.property(key, value)
+        try:
+            builder.execute()
+        except Exception as error:
+            racing = is_write_conflict(error) or any(mark in str(error)[:300] for mark in _CREATION_RACE)
+            deadline = time.monotonic() + (CREATION_WAIT_SECONDS if racing else 0)
+            while True:
+                try:
+                    DeltaTable.forPath(self.spark, path)
+                    return
+                except Exception:  # not (yet) a Delta table
+                    if time.monotonic() >= deadline:
+                        raise error from None
+                    time.sleep(0.2)
 
     def _upgrade(self, table: Table) -> None:
         """Give a table made by an older version of the project the columns and properties declared now."""

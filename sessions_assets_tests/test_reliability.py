@@ -79,6 +79,43 @@ def test_two_overlapping_runs_equal_a_serial_run(tmp_path, spark, data_root):
     assert_tables_match_oracle(wh, data_root)
 
 
+_CREATE_AT_TIMES = """
+import sys, time
+from dagster_pyspark import LazyPySparkResource
+from sessions_assets.config import PipelineSettings
+from sessions_assets.resources import spark_config
+from sessions_assets.tables import PARTITION_MAP, Warehouse
+spark = LazyPySparkResource(spark_config=spark_config(master="local[1]", shuffle_partitions=1, ui=False)).spark_session
+print("ready", flush=True)
+start = float(sys.stdin.readline())
+for n, root in enumerate(sys.argv[1:]):
+    time.sleep(max(0.0, start + n * 0.5 - time.time()))
+    Warehouse(spark, PipelineSettings(data_root=root)).delta(PARTITION_MAP)
+"""
+
+
+def test_two_processes_creating_a_table_at_once_both_get_it(spark, tmp_path):
+    """Two first runs on an empty warehouse: the slower creation of each table waits for the faster one's."""
+    from sessions_assets.config import PipelineSettings
+    from sessions_assets.tables import PARTITION_MAP
+
+    roots = [str(tmp_path / f"warehouse{n}") for n in range(12)]
+    log = tmp_path / "other.log"
+    with open(log, "w") as errors:
+        other = subprocess.Popen([sys.executable, "-c", _CREATE_AT_TIMES, *roots], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=errors, text=True)  # fmt: skip
+    assert other.stdout.readline().strip() == "ready", log.read_text()[-3000:]
+    start = time.time() + 1.0
+    other.stdin.write(f"{start}\n")
+    other.stdin.flush()
+    for n, root in enumerate(roots):  # the same table at the same moments, from this process's Spark
+        time.sleep(max(0.0, start + n * 0.5 - time.time()))
+        Warehouse(spark, PipelineSettings(data_root=root)).delta(PARTITION_MAP)
+    assert other.wait(timeout=300) == 0, log.read_text()[-3000:]
+    for root in roots:
+        assert DeltaTable.forPath(spark, PipelineSettings(data_root=root).table_path("partition_map")).toDF().count() == 0
+
+
 def test_concurrent_writes_to_one_partition_are_recognised_as_conflicts(warehouse, spark):
     """What the retry policy keys on: Delta refusing the later of two overlapping commits."""
     from sessions_assets.tables import PARTITION_MAP
