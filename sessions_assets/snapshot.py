@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from sessions_assets import ledger
 from sessions_assets.config import PipelineSettings
+from sessions_assets.resources import compiled
 from sessions_assets.session_rebuild import CONSUMER as SESSIONS_CONSUMER
 from sessions_assets.tables import DAILY_SNAPSHOT, SESSIONS, USER_STATES, Warehouse, diff_rows
 
@@ -259,7 +260,7 @@ def _write(
 
     After a commit Spark re-plans every cached frame that reads the table written (a Delta file listing
     each). So the difference is checkpointed, cut from ``user_states``, and the walks are released before
-    it is merged there: that re-planning cost seconds per run.
+    it is applied there: that re-planning cost seconds per run.
     """
     based_on = wh.version(USER_STATES)
     fresh = reduce(DataFrame.unionByName, [walk.fresh for walk in walks])
@@ -272,7 +273,8 @@ def _write(
     for walk in walks:
         walk.unpersist()
     if changes.users_changed:
-        wh.apply_diff(USER_STATES, diff, ["user_key", "valid_from"])
+        with compiled(wh.spark):  # the whole table, millions of rows at a long history
+            wh.rewrite(USER_STATES, diff, ["user_key", "valid_from"], based_on, txn_app="user_states")
     changes.days_rewritten = (last - first).days + 1
     changes.on_hand_latest = _on_hand(wh, report_day)
     return changes

@@ -97,14 +97,8 @@ DAILY_SNAPSHOT = Table(
 )
 # Each user's lifecycle history, one row per stay in a state (valid_to null = still in it at the horizon):
 # the per-user balance the snapshot carries forward. Small: rows grow with state changes, not events.
-# A day's corrected users are spread over every file of it: deletion vectors let their MERGE mark the
-# replaced rows instead of rewriting every file (and so the whole table) each day.
-USER_STATES = Table(
-    "user_states",
-    None,
-    _schema("user_key string, state string, valid_from date, valid_to date"),
-    properties=(("delta.enableDeletionVectors", "true"),),
-)
+# A day's corrected users are spread over every file of it, so it is rewritten whole (``Warehouse.rewrite``).
+USER_STATES = Table("user_states", None, _schema("user_key string, state string, valid_from date, valid_to date"))
 
 
 # Which (event day, received day, content) loads each derived table has absorbed (``ledger.py``), and for
@@ -247,6 +241,25 @@ class Warehouse:
             merge.execute()
         finally:
             self.spark.conf.unset(USER_METADATA)
+
+    def rewrite(self, table: Table, diff: DataFrame, key: list[str], based_on: int, txn_app: str) -> None:
+        """The whole table as of version ``based_on`` with ``diff_rows`` output applied, in one overwrite.
+
+        For a small table whose changes reach most of its files (``user_states``, where a day with a late
+        tail changes half the users): a ``MERGE`` there reads it three times (match, rewrite, deletion
+        vectors) and leaves more files and deletion vectors after every run; this reads it once and leaves it
+        compact. The write is tagged (``txn_app``, ``based_on``): a second write computed against the same
+        version, a retry or a concurrent run, is skipped by Delta rather than applied over the first.
+        """
+        names = table.schema.fieldNames()
+        current = self.spark.read.format("delta").option("versionAsOf", based_on).load(self.path(table))
+        kept = current.join(diff.select(*key), key, "left_anti")
+        rows = kept.unionByName(diff.where("_op != 'delete'").select(*names))
+        (
+            rows.write.format("delta").mode("overwrite")
+            .option("txnAppId", txn_app).option("txnVersion", based_on)
+            .save(self.path(table))
+        )  # fmt: skip
 
     def replace_partitions(
         self, table: Table, rows: DataFrame, first: date, last: date, txn: tuple[str, int] | None = None,

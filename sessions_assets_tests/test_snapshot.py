@@ -130,17 +130,16 @@ def test_a_run_that_dies_between_its_two_writes_is_repaired_by_the_next(warehous
     rebuild_snapshot(warehouse, _day(0), _day(30), PipelineSettings())
     add_sessions(warehouse, late)
     users = warehouse.spark.createDataFrame(sorted({(u,) for u, _ in late}), "user_key string")
-    apply_diff = Warehouse.apply_diff
+    rewrite = Warehouse.rewrite
 
     def dies_before_user_states(wh, table, *args, **kwargs):
-        if table is USER_STATES:
-            raise RuntimeError("killed between the two commits")
-        return apply_diff(wh, table, *args, **kwargs)
+        assert table is USER_STATES
+        raise RuntimeError("killed between the two commits")
 
-    monkeypatch.setattr(Warehouse, "apply_diff", dies_before_user_states)
+    monkeypatch.setattr(Warehouse, "rewrite", dies_before_user_states)
     with pytest.raises(RuntimeError):
         absorb_users(warehouse, users, _day(lo), _day(40), PipelineSettings())
-    monkeypatch.setattr(Warehouse, "apply_diff", apply_diff)
+    monkeypatch.setattr(Warehouse, "rewrite", rewrite)
     absorb_users(warehouse, users, _day(lo), _day(40), PipelineSettings())  # the retry
     assert table(warehouse) == oracle(sessions + late, 40)
     rebuild_snapshot(warehouse, _day(41), _day(45), PipelineSettings())  # from the balance at day 40
@@ -185,6 +184,33 @@ def test_a_day_with_weeks_old_and_recent_late_sessions_is_absorbed_exactly(wareh
     changes = update_snapshot(warehouse, _day(46), _day(47), PipelineSettings())
     assert table(warehouse) == oracle(sessions + late, 47)
     assert changes.users_walked == 6  # the five late users and dan (lapsing); gus rests churned, not re-walked
+
+
+def test_user_states_stays_a_few_files_however_many_days_correct_it(warehouse):
+    """Every correction rewrites ``user_states`` whole: its file count does not grow with the runs, as a
+    ``MERGE`` adding files (and deletion vectors) each day would make it."""
+    _arrive(warehouse, [("ann", 0), ("bob", 1)], 1)
+    update_snapshot(warehouse, _day(0), _day(1), PipelineSettings())
+    arrivals = [[("ann", 2), ("cat", 1)], [("bob", 3), ("ann", 1)], [("cat", 4), ("dan", 0)], [("bob", 5), ("ann", 3)]]
+    received = 1
+    for late in arrivals:
+        received += 2
+        _arrive(warehouse, late, received)
+        assert update_snapshot(warehouse, _day(received - 1), _day(received), PipelineSettings()).users_changed
+        assert len(warehouse.read(USER_STATES).inputFiles()) <= warehouse.spark.sparkContext.defaultParallelism + 2
+    everyone = [("ann", 0), ("bob", 1)] + [s for late in arrivals for s in late]
+    assert table(warehouse) == oracle(everyone, received)
+
+
+def test_a_second_user_states_write_from_the_same_version_is_skipped(warehouse):
+    """A retry, or a concurrent run, that computed its stays against the version a write already replaced."""
+    add_sessions(warehouse, [("ann", 0)])
+    rebuild_snapshot(warehouse, _day(0), _day(2), PipelineSettings())
+    before = warehouse.read(USER_STATES).collect()
+    based_on = warehouse.version(USER_STATES) - 1  # the version the stays above were computed against
+    gone = warehouse.read(USER_STATES).withColumn("_op", F.lit("delete"))
+    warehouse.rewrite(USER_STATES, gone, ["user_key", "valid_from"], based_on, txn_app="user_states")
+    assert warehouse.read(USER_STATES).collect() == before
 
 
 def test_a_first_build_starts_at_the_first_session_day(warehouse):
