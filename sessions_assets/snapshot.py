@@ -376,7 +376,9 @@ def _correct(
     ``built_to`` count the corrected users' walk with everyone else's, walked from the balance at ``built_to``.
     """
     end = max(built_to, last)
-    first = F.least(F.greatest(F.min("first"), F.lit(lo)), F.lit(end))
+    # No later than the first day past the snapshot: the carry forward walks only the other users, so a
+    # user walked from a later day would be missing from the days between.
+    first = F.least(F.greatest(F.min("first"), F.lit(lo)), F.lit(min(end, built_to + timedelta(days=1))))
     starts = users.groupBy("user_key").agg(first.alias("first")).localCheckpoint()
     mine = _Walk.each_from(wh.read(USER_STATES), wh.read(SESSIONS, lo, end), starts, end, settings)
     walks = [mine]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import date, datetime, time, timedelta, timezone
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sessions_assets.config import PipelineSettings
@@ -186,6 +186,20 @@ def test_a_day_with_weeks_old_and_recent_late_sessions_is_absorbed_exactly(wareh
     assert changes.users_walked == 6  # the five late users and dan (lapsing); gus rests churned, not re-walked
 
 
+def test_a_user_whose_new_rows_start_days_past_the_snapshot_is_counted_on_the_days_between(warehouse):
+    """No received day for a while, then one with an old late row (so days already built are corrected)
+    and users whose new rows are all days past the built snapshot: those are walked from the day after
+    it, not from their own first new day, or the days between miss them. (Found by the property test
+    below: a user lapsing on days 42..44 was counted only from day 45.)"""
+    sessions = [("amy", 0), ("ben", 39)]
+    _arrive(warehouse, sessions, 41)
+    update_snapshot(warehouse, _day(0), _day(41), PipelineSettings())
+    late = [("amy", 10), ("ben", 45), ("cy", 46)]
+    _arrive(warehouse, late, 46)
+    update_snapshot(warehouse, _day(42), _day(46), PipelineSettings())
+    assert table(warehouse) == oracle(sessions + late, 46)
+
+
 def test_user_states_stays_a_few_files_however_many_days_correct_it(warehouse):
     """Every correction rewrites ``user_states`` whole: its file count does not grow with the runs, as a
     ``MERGE`` adding files (and deletion vectors) each day would make it."""
@@ -227,6 +241,12 @@ def test_a_first_build_starts_at_the_first_session_day(warehouse):
     batches=st.integers(1, 4),
     by_user=st.booleans(),
 )
+@example(  # a user whose first new day is past the snapshot's last day, with another's earlier correction
+    sessions=[("u1", 40), ("u1", 10), ("u1", 0), ("u1", 0), ("u1", 31), ("u1", 19), ("u1", 28), ("u4", 45),
+              ("u1", 0), ("u1", 21), ("u1", 0), ("u1", 39), ("u4", 39), ("u3", 11)],
+    batches=3,
+    by_user=True,
+)  # fmt: skip
 def test_incremental_snapshot_equals_a_recompute_after_every_arrival(tmp_path_factory, spark, sessions, batches, by_user):
     """Either way of absorbing late sessions: whole days from the balance, or only the users who changed,
     each from their own first changed day."""
