@@ -21,7 +21,6 @@ from pyspark.sql import functions as F
 
 from sessions_assets import ledger
 from sessions_assets.config import PipelineSettings
-from sessions_assets.resources import compiled
 from sessions_assets.session_rebuild import CONSUMER as SESSIONS_CONSUMER
 from sessions_assets.tables import DAILY_SNAPSHOT, SESSIONS, USER_STATES, Warehouse, diff_rows
 
@@ -273,8 +272,7 @@ def _write(
     for walk in walks:
         walk.unpersist()
     if changes.users_changed:
-        with compiled(wh.spark):  # the whole table, millions of rows at a long history
-            wh.rewrite(USER_STATES, diff, ["user_key", "valid_from"], based_on, txn_app="user_states")
+        wh.rewrite(USER_STATES, diff, ["user_key", "valid_from"], based_on)
     changes.days_rewritten = (last - first).days + 1
     changes.on_hand_latest = _on_hand(wh, report_day)
     return changes

@@ -21,6 +21,7 @@ from pyspark.sql import types as T
 
 from sessions_assets.config import PipelineSettings
 from sessions_assets.conflicts import is_write_conflict
+from sessions_assets.resources import compiled
 
 
 @dataclass(frozen=True)
@@ -242,24 +243,26 @@ class Warehouse:
         finally:
             self.spark.conf.unset(USER_METADATA)
 
-    def rewrite(self, table: Table, diff: DataFrame, key: list[str], based_on: int, txn_app: str) -> None:
+    def rewrite(self, table: Table, diff: DataFrame, key: list[str], based_on: int) -> None:
         """The whole table as of version ``based_on`` with ``diff_rows`` output applied, in one overwrite.
 
         For a small table whose changes reach most of its files (``user_states``, where a day with a late
         tail changes half the users): a ``MERGE`` there reads it three times (match, rewrite, deletion
         vectors) and leaves more files and deletion vectors after every run; this reads it once and leaves it
-        compact. The write is tagged (``txn_app``, ``based_on``): a second write computed against the same
-        version, a retry or a concurrent run, is skipped by Delta rather than applied over the first.
+        compact. Compiled, since it always reads every row (millions at a long history). The write is
+        tagged (the table's name, ``based_on``): a second write computed against the same version, a retry
+        or a concurrent run, is skipped by Delta rather than applied over the first.
         """
         names = table.schema.fieldNames()
         current = self.spark.read.format("delta").option("versionAsOf", based_on).load(self.path(table))
         kept = current.join(diff.select(*key), key, "left_anti")
         rows = kept.unionByName(diff.where("_op != 'delete'").select(*names))
-        (
-            rows.write.format("delta").mode("overwrite")
-            .option("txnAppId", txn_app).option("txnVersion", based_on)
-            .save(self.path(table))
-        )  # fmt: skip
+        with compiled(self.spark):
+            (
+                rows.write.format("delta").mode("overwrite")
+                .option("txnAppId", table.name).option("txnVersion", based_on)
+                .save(self.path(table))
+            )  # fmt: skip
 
     def replace_partitions(
         self, table: Table, rows: DataFrame, first: date, last: date, txn: tuple[str, int] | None = None,

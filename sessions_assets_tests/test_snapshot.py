@@ -223,7 +223,7 @@ def test_a_second_user_states_write_from_the_same_version_is_skipped(warehouse):
     before = warehouse.read(USER_STATES).collect()
     based_on = warehouse.version(USER_STATES) - 1  # the version the stays above were computed against
     gone = warehouse.read(USER_STATES).withColumn("_op", F.lit("delete"))
-    warehouse.rewrite(USER_STATES, gone, ["user_key", "valid_from"], based_on, txn_app="user_states")
+    warehouse.rewrite(USER_STATES, gone, ["user_key", "valid_from"], based_on)
     assert warehouse.read(USER_STATES).collect() == before
 
 
