@@ -1,6 +1,7 @@
 # Entry points. Each target sets up what it needs (a .venv with pinned packages) on a fresh machine.
 #   make demo   generate the bundled sample landing zone under ./data and run the whole pipeline
 #   make test   run the test suite (what CI runs, via .ci/run)
+#   make soak   the property tests only, with SOAK (20) times their examples: a nightly budget, not CI's
 #   make dev    serve the Dagster UI and daemon with this project's definitions
 #   make bench  time one more received day four ways after 30, 90 and 180 days (benchmarks/results/)
 PYTHON ?= python3
@@ -10,7 +11,7 @@ DATA_ROOT ?= data
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 export SESSIONS_DATA_ROOT ?= $(CURDIR)/$(DATA_ROOT)
 
-.PHONY: setup demo test dev bench clean
+.PHONY: setup demo test soak dev bench clean
 
 $(BIN)/sessions-assets: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +33,10 @@ demo: setup $(DAGSTER_HOME)/dagster.yaml
 PYTEST_WORKERS ?= 2
 test: setup
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+
+SOAK ?= 20
+soak: setup
+	SESSIONS_SOAK=$(SOAK) $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m property
 
 dev: setup $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -w workspace.yaml

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from datetime import date, timedelta
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
@@ -18,6 +18,7 @@ from sessions_assets import ingest
 from sessions_assets.config import PipelineSettings
 from sessions_assets.tables import RAW_EVENTS, REJECTED_EVENTS
 from sessions_assets_tests.landing import segment, ts
+from sessions_assets_tests.soak import property_test
 
 R = date(2024, 3, 16)
 REASONS = {"malformed_json", "missing_message_id", "missing_user", "bad_timestamp", "future_timestamp", "too_late"}
@@ -52,7 +53,7 @@ def _write(folder, drawn) -> int:
     return lines
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@property_test(8, suppress_health_check=list(HealthCheck))
 @given(drawn=files)
 def test_every_hostile_line_is_accounted_for(spark, tmp_path_factory, drawn):
     root = tmp_path_factory.mktemp("hostile")

@@ -12,7 +12,7 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 import dagster as dg
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from sessions_assets.definitions import build_resources
@@ -21,6 +21,7 @@ from sessions_assets.runner import Runner
 from sessions_assets.tables import DAILY_SNAPSHOT, SESSIONS
 from sessions_assets_tests import reference
 from sessions_assets_tests.landing import received_day_of, segment, write_day
+from sessions_assets_tests.soak import property_test
 
 BASE = datetime(2024, 3, 1, 22, 0, tzinfo=timezone.utc)  # streams straddle midnights
 
@@ -41,7 +42,7 @@ def arrivals(draw):
     return lines
 
 
-@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@property_test(2, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=arrivals(), order=st.randoms(use_true_random=False))
 def test_sessions_equal_a_full_recompute_in_any_arrival_order(tmp_path_factory, spark, lines, order):
     root = tmp_path_factory.mktemp("prop") / "data"

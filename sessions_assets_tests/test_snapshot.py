@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import date, datetime, time, timedelta, timezone
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, example, given
 from hypothesis import strategies as st
 
 from sessions_assets.config import PipelineSettings
@@ -22,6 +22,7 @@ from sessions_assets.snapshot import (
 )  # fmt: skip
 from sessions_assets.tables import DAILY_SNAPSHOT, RAW_EVENTS, SESSIONS, USER_STATES, Warehouse
 from sessions_assets_tests import reference
+from sessions_assets_tests.soak import property_test
 
 DAY0 = date(2024, 1, 1)
 
@@ -235,7 +236,7 @@ def test_a_first_build_starts_at_the_first_session_day(warehouse):
     assert table(warehouse) == oracle(sessions, 6)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@property_test(6, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     sessions=st.lists(st.tuples(st.sampled_from(["u1", "u2", "u3", "u4"]), st.integers(0, 45)), min_size=1, max_size=14),
     batches=st.integers(1, 4),
