@@ -39,6 +39,9 @@ class PipelineSettings(dg.ConfigurableResource):
     # Queries are interpreted (``resources.py``), except a scan of at least this many stored rows: the
     # ``events`` MERGE matching a day's messages against every touched event day (``compiled``).
     compile_above_rows: int = 4_000_000
+    # The ``events`` MERGE consults each touched day's Bloom filter of message ids, and does not open the
+    # days it rules out, once the touched days hold this many stored rows (``message_filter.py``).
+    message_filter_above_rows: int = 1_000_000
     # ``events`` and ``sessions`` days touched by a run are compacted once they hold this many files
     # (each run adds one to every day it touches), at most ``compact_most_days`` of them per run. At
     # 100,000 events a day a compaction costs ~0.7 s a day and each extra file ~1 ms a run on the

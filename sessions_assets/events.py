@@ -14,7 +14,7 @@ from datetime import date
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from sessions_assets import ledger
+from sessions_assets import ledger, message_filter
 from sessions_assets.partitions import contiguous_ranges
 from sessions_assets.resources import compiled
 from sessions_assets.tables import EVENTS, PARTITION_MAP, RAW_EVENTS, Warehouse
@@ -46,6 +46,12 @@ def raw_rows_for(wh: Warehouse, received_days: list[date], first: date, last: da
     )
 
 
+def copies_per_day(wh: Warehouse, days: list[date]) -> dict[date, int]:
+    """Accepted copies per event day, from the partition map: at least the messages each day holds."""
+    rows = wh.read(PARTITION_MAP).where(F.col("event_date").isin(days)).groupBy("event_date").agg(F.sum("events"))
+    return {r[0]: r[1] for r in rows.collect()}
+
+
 # The incoming copy replaces the stored one when it was received earlier. Loads of one received day are
 # deduplicated among themselves first, so the two copies always come from different received days.
 _EARLIER = "s.received_at < t.received_at OR (s.received_at = t.received_at AND s.received_date < t.received_date)"
@@ -60,39 +66,62 @@ class EventChanges:
     loads_absorbed: int = 0
     copies_read: int = 0
     version: int | None = None  # the table version of the MERGE of pending loads
+    days_opened: int = 0  # touched days the MERGE read (the others were ruled out by their filters)
+    # Skipped days another commit gave one of the loads' messages before the MERGE read: rebuilt whole.
+    repaired_days: list[date] = field(default_factory=list)
 
 
 def absorb(wh: Warehouse, loads: set[ledger.Load], changes: EventChanges) -> None:
-    """MERGE the rows of ``loads`` into ``events``: insert new messages, keep the earliest copy of known ones."""
+    """MERGE the rows of ``loads`` into ``events``: insert new messages, keep the earliest copy of known ones.
+
+    Past ``message_filter_above_rows`` stored rows on the touched days, the days receiving few messages are
+    not opened when their Bloom filter rules out every one of them (``message_filter.py``).
+    """
     if not loads:
         return
     raw = ledger.rows_of(wh, loads).persist()
+    filters = None
     try:
         changes.copies_read += raw.count()
+        source = dedupe(raw)
         touched = sorted({load[0] for load in loads})
         days = ", ".join(f"DATE'{d.isoformat()}'" for d in touched)
+        condition = f"t.event_date IN ({days}) AND t.event_date = s.event_date AND t.message_id = s.message_id"
+        # Matching reads every stored message of the days it opens: compiled when they are millions, as the
+        # partition map counts them (a count of the days themselves would be a scan as long as the match).
+        copies = copies_per_day(wh, touched)
+        skipped: set[date] = set()
+        asked: list[date] = []
+        if sum(copies.values()) >= wh.settings.message_filter_above_rows:
+            arriving = {r.event_date: r[1] for r in raw.groupBy("event_date").count().collect()}
+            asked = message_filter.worth_asking(touched, arriving)
+            source_asked = source.where(F.col("event_date").isin(asked))
+        if asked:
+            as_of, filters = message_filter.current(wh, asked, copies)
+            skipped = message_filter.skippable(filters, source_asked)
+            condition += " AND " + message_filter.opened_only(touched, skipped)
         merge = (
-            wh.delta(EVENTS)
-            .alias("t")
-            .merge(
-                dedupe(raw).alias("s"),
-                f"t.event_date IN ({days}) AND t.event_date = s.event_date AND t.message_id = s.message_id",
-            )
+            wh.delta(EVENTS).alias("t").merge(source.alias("s"), condition)
             .whenMatchedUpdateAll(condition=_EARLIER)
             .whenNotMatchedInsertAll()
-        )
-        # Matching reads every stored message of the touched days: compiled when they are millions, as the
-        # partition map counts them (a count of the days themselves would be a scan as long as the match).
-        copies = wh.read(PARTITION_MAP).where(F.col("event_date").isin(touched)).agg(F.sum("events")).head()[0]
-        with compiled(wh.spark, when=(copies or 0) >= wh.settings.compile_above_rows):
+        )  # fmt: skip
+        opened = sum(n for day, n in copies.items() if day not in skipped)
+        with compiled(wh.spark, when=opened >= wh.settings.compile_above_rows):
             merge.execute()
         commit = wh.delta(EVENTS).history(1).head()
         metrics = commit.operationMetrics
         changes.version = commit.version if commit.operation == "MERGE" else None
         changes.inserted += int(metrics.get("numTargetRowsInserted", 0))
         changes.replaced += int(metrics.get("numTargetRowsUpdated", 0))
+        changes.days_opened = len(touched) - len(skipped)
+        if filters is not None:
+            if changes.version is not None:
+                changes.repaired_days = sorted(message_filter.collisions(wh, as_of, changes.version, source, skipped))
+            message_filter.save(wh, as_of, filters, source_asked, changes.version)
     finally:
         raw.unpersist()
+        if filters is not None:
+            filters.unpersist()
 
 
 def rebuild(wh: Warehouse, first: date, last: date, changes: EventChanges) -> None:
@@ -114,9 +143,14 @@ def update_events(wh: Warehouse, first: date, last: date) -> EventChanges:
     for a, b in contiguous_ranges(position.stale_days):
         rebuild(wh, a, b, changes)
     absorb(wh, position.pending, changes)
-    whole = {load for load in position.source if load[0] in position.stale_days}
-    versions = dict.fromkeys(position.pending, changes.version) if changes.version is not None else {}
-    ledger.record(wh, CONSUMER, position.pending | whole, position.stale_days, versions)
+    for a, b in contiguous_ranges(changes.repaired_days):
+        rebuild(wh, a, b, changes)
+    whole_days = position.stale_days | set(changes.repaired_days)
+    changes.rebuilt_days = sorted(whole_days)
+    whole = {load for load in position.source if load[0] in whole_days}
+    merged = position.pending if changes.version is not None else set()
+    versions = {load: changes.version for load in merged if load[0] not in whole_days}
+    ledger.record(wh, CONSUMER, position.pending | whole, whole_days, versions)
     changes.loads_absorbed = len(position.pending | whole)
     settings = wh.settings
     touched = {load[0] for load in position.pending}

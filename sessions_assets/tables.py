@@ -37,7 +37,8 @@ class Table:
 
 _TYPES = {
     "string": T.StringType(), "timestamp": T.TimestampType(), "date": T.DateType(),
-    "long": T.LongType(), "boolean": T.BooleanType(), "double": T.DoubleType(),
+    "long": T.LongType(), "boolean": T.BooleanType(), "double": T.DoubleType(), "int": T.IntegerType(),
+    "binary": T.BinaryType(),
 }  # fmt: skip
 
 
@@ -100,6 +101,14 @@ DAILY_SNAPSHOT = Table(
 # the per-user balance the snapshot carries forward. Small: rows grow with state changes, not events.
 # A day's corrected users are spread over every file of it, so it is rewritten whole (``Warehouse.rewrite``).
 USER_STATES = Table("user_states", None, _schema("user_key string, state string, valid_from date, valid_to date"))
+
+
+# Per event day, a Bloom filter of the message ids ``events`` holds (``message_filter.py``): ``bitmap`` has
+# ``bits`` bits set by ``hashes`` hash functions for every id the day held at ``events`` version ``version``.
+# Small (a row per event day) and rewritten whole, like ``user_states``.
+MESSAGE_FILTERS = Table(
+    "message_filters", None, _schema("event_date date, version long, hashes int, bits long, bitmap binary")
+)
 
 
 # Which (event day, received day, content) loads each derived table has absorbed (``ledger.py``), and for
