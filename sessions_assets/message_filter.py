@@ -195,7 +195,7 @@ def opened_only(touched: list[date], skipped: set[date]) -> str:
     """
 
     def start(day: date) -> str:
-        return f"TIMESTAMP'{day.isoformat()} 00:00:00'"
+        return f"TIMESTAMP'{day.isoformat()} 00:00:00Z'"
 
     ranges = contiguous_ranges(set(touched) - skipped)
     if not ranges:
