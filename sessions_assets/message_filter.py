@@ -43,7 +43,7 @@ HEADROOM = 1.25
 CATCH_UP_VERSIONS = 200
 # A day receiving more of a load's messages than this is opened without asking its filter: it would say
 # "maybe" too often to pay (1,000 ids at 1 false "maybe" in 2,000), and keeping its filter up to date
-# costs as much as the read it might save. At 100,000 events a day that is the last three days.
+# costs as much as the read it might save. At 100,000 events a day those are the last few days.
 ASK_AT_MOST = 1_000
 INSERTED = ("insert", "update_postimage")
 COLUMNS = MESSAGE_FILTERS.schema.fieldNames()
