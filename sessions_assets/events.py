@@ -95,8 +95,8 @@ def absorb(wh: Warehouse, loads: set[ledger.Load], changes: EventChanges) -> Non
         if sum(copies.values()) >= wh.settings.message_filter_above_rows:
             arriving = {r.event_date: r[1] for r in raw.groupBy("event_date").count().collect()}
             asked = message_filter.worth_asking(touched, arriving)
-            source_asked = source.where(F.col("event_date").isin(asked))
         if asked:
+            source_asked = source.where(F.col("event_date").isin(asked))
             as_of, filters = message_filter.current(wh, asked, copies)
             skipped = message_filter.skippable(filters, source_asked)
             condition += " AND " + message_filter.opened_only(touched, skipped)
