@@ -340,7 +340,7 @@ def warm_filters(root: Path) -> None:
     wh = _warehouse(root)
     days = sorted(r[0] for r in wh.read(EVENTS).select("event_date").distinct().collect())
     version, filters = message_filter.current(wh, days, copies_per_day(wh, days))
-    message_filter.save(wh, version, filters)
+    message_filter.save(wh, days, version, filters)
     filters.unpersist()
     print(f"  message filters of {len(days)} days up to date in {time.monotonic() - started:.0f}s", flush=True)
 

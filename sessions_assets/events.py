@@ -98,7 +98,7 @@ def absorb(wh: Warehouse, loads: set[ledger.Load], changes: EventChanges) -> Non
         if asked:
             source_asked = source.where(F.col("event_date").isin(asked))
             as_of, filters = message_filter.current(wh, asked, copies)
-            skipped = message_filter.skippable(filters, source_asked)
+            skipped = message_filter.skippable(asked, filters, source_asked)
             condition += " AND " + message_filter.opened_only(touched, skipped)
         merge = (
             wh.delta(EVENTS).alias("t").merge(source.alias("s"), condition)
@@ -117,7 +117,7 @@ def absorb(wh: Warehouse, loads: set[ledger.Load], changes: EventChanges) -> Non
         if filters is not None:
             if changes.version is not None:
                 changes.repaired_days = sorted(message_filter.collisions(wh, as_of, changes.version, source, skipped))
-            message_filter.save(wh, as_of, filters, source_asked, changes.version)
+            message_filter.save(wh, asked, as_of, filters, source_asked, changes.version)
     finally:
         raw.unpersist()
         if filters is not None:

@@ -110,14 +110,10 @@ def maybe_stored(filters: DataFrame, source: DataFrame) -> DataFrame:
     return probed.where(F.expr(" AND ".join(bit_set(i) for i in range(HASHES)))).select("event_date", "message_id")
 
 
-def _events_at(wh: Warehouse, version: int) -> DataFrame:
-    return wh.spark.read.format("delta").option("versionAsOf", version).load(wh.path(EVENTS))
-
-
 def _built(wh: Warehouse, days: list[date], version: int, copies: dict[date, int]) -> DataFrame:
     """Filters of ``days`` from their rows at ``version``, each sized for the day's copies."""
     sizes = wh.spark.createDataFrame([(d, bits_for(copies.get(d, 0))) for d in days], "event_date date, bits long")
-    ids = _events_at(wh, version).where(F.col("event_date").isin(days)).select("event_date", "message_id")
+    ids = wh.read_at(EVENTS, version).where(F.col("event_date").isin(days)).select("event_date", "message_id")
     made = set_bits(ids.join(F.broadcast(sizes), "event_date"))
     return sizes.join(made.drop("bits"), "event_date", "left").select(
         "event_date",
@@ -181,10 +177,11 @@ def worth_asking(touched: list[date], arriving: dict[date, int]) -> list[date]:
     return [day for day in touched if arriving.get(day, 0) <= ASK_AT_MOST]
 
 
-def skippable(filters: DataFrame, source: DataFrame) -> set[date]:
-    """Days with a filter on which none of ``source``'s messages may be stored: the ``MERGE`` need not open them."""
+def skippable(days: list[date], filters: DataFrame, source: DataFrame) -> set[date]:
+    """Of ``days`` (those ``filters`` cover), the ones on which none of ``source``'s messages may be stored:
+    the ``MERGE`` need not open them."""
     maybe = {r.event_date for r in maybe_stored(filters, source).select("event_date").distinct().collect()}
-    return {r.event_date for r in filters.select("event_date").collect()} - maybe
+    return set(days) - maybe
 
 
 def opened_only(touched: list[date], skipped: set[date]) -> str:
@@ -219,10 +216,15 @@ def collisions(wh: Warehouse, version: int, committed: int, source: DataFrame, s
 
 
 def save(
-    wh: Warehouse, version: int, filters: DataFrame, source: DataFrame | None = None, committed: int | None = None
+    wh: Warehouse,
+    days: list[date],
+    version: int,
+    filters: DataFrame,
+    source: DataFrame | None = None,
+    committed: int | None = None,
 ) -> bool:
-    """Store ``filters`` (as of ``version``), moved to ``committed`` with ``source``'s ids when the ``MERGE``
-    was the very next commit. Returns whether they were stored.
+    """Store ``filters`` of ``days`` (as of ``version``), moved to ``committed`` with ``source``'s ids when the
+    ``MERGE`` was the very next commit. Returns whether they were stored.
 
     The table is rewritten whole (a row per event day). Losing a race to another run's write is harmless:
     every row either writes is a true claim, so the step goes on without them.
@@ -230,7 +232,6 @@ def save(
     if source is not None and committed == version + 1:
         ids = source.select("event_date", "message_id").join(filters.select("event_date", "bits"), "event_date")
         filters = _union(filters, set_bits(ids)).withColumn("version", F.lit(committed)).select(*COLUMNS)
-    days = [r.event_date for r in filters.select("event_date").collect()]
     kept = wh.read(MESSAGE_FILTERS).where(~F.col("event_date").isin(days))
     try:
         kept.unionByName(filters.select(*COLUMNS)).write.format("delta").mode("overwrite").save(

@@ -202,6 +202,10 @@ class Warehouse:
             df = df.where(F.col(table.partition_column) <= F.lit(last))
         return df
 
+    def read_at(self, table: Table, version: int) -> DataFrame:
+        """The table as it was at ``version`` (Delta time travel)."""
+        return self.spark.read.format("delta").option("versionAsOf", version).load(self.path(table))
+
     def horizon(self) -> date | None:
         """The data's horizon: the latest received day ingested (from ``partition_map``)."""
         return self.read(PARTITION_MAP).agg(F.max("received_date")).head()[0]
@@ -263,7 +267,7 @@ class Warehouse:
         or a concurrent run, is skipped by Delta rather than applied over the first.
         """
         names = table.schema.fieldNames()
-        current = self.spark.read.format("delta").option("versionAsOf", based_on).load(self.path(table))
+        current = self.read_at(table, based_on)
         kept = current.join(diff.select(*key), key, "left_anti")
         rows = kept.unionByName(diff.where("_op != 'delete'").select(*names))
         with compiled(self.spark):
