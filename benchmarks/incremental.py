@@ -330,17 +330,22 @@ def warm_filters(root: Path) -> None:
 
     The history is bulk-loaded into ``events``, past the MERGE that keeps the filters; without this the
     timed day would build every day's filter from scratch, which only the first run after an upgrade does.
-    Not timed; a no-op when they are already up to date.
+    A day gets its filter from the first run that asks it (``message_filter.worth_asking``), so the days no
+    received day of the history gave at most ``ASK_AT_MOST`` messages are left without: the timed day
+    builds those it asks, as a daily run does. Not timed; a no-op when they are already up to date.
     """
+    from pyspark.sql import functions as F
+
     from sessions_assets import message_filter
     from sessions_assets.events import copies_per_day
-    from sessions_assets.tables import EVENTS
+    from sessions_assets.tables import PARTITION_MAP
 
     started = time.monotonic()
     wh = _warehouse(root)
-    days = sorted(r[0] for r in wh.read(EVENTS).select("event_date").distinct().collect())
-    version, filters = message_filter.current(wh, days, copies_per_day(wh, days))
-    message_filter.save(wh, days, version, filters)
+    asked = wh.read(PARTITION_MAP).where(F.col("events").between(1, message_filter.ASK_AT_MOST))
+    days = sorted(r[0] for r in asked.select("event_date").distinct().collect())
+    filters = message_filter.current(wh, days, copies_per_day(wh, days))
+    message_filter.save(wh, days, filters)
     filters.unpersist()
     print(f"  message filters of {len(days)} days up to date in {time.monotonic() - started:.0f}s", flush=True)
 

@@ -112,6 +112,7 @@ def events(context: dg.AssetExecutionContext, spark: LazyPySparkResource, settin
             "days_compacted": dg.MetadataValue.json([d.isoformat() for d in changes.compacted_days]),
             # Touched days the MERGE read; the rest were ruled out by their message filters.
             "days_opened": changes.days_opened,
+            "message_filters_stored": changes.filters_stored,
         }
     )
 

@@ -69,6 +69,7 @@ class EventChanges:
     days_opened: int = 0  # touched days the MERGE read (the others were ruled out by their filters)
     # Skipped days another commit gave one of the loads' messages before the MERGE read: rebuilt whole.
     repaired_days: list[date] = field(default_factory=list)
+    filters_stored: bool = False  # whether the run rewrote the filters (``message_filter.STORE_BEHIND``)
 
 
 def absorb(wh: Warehouse, loads: set[ledger.Load], changes: EventChanges) -> None:
@@ -97,7 +98,7 @@ def absorb(wh: Warehouse, loads: set[ledger.Load], changes: EventChanges) -> Non
             asked = message_filter.worth_asking(touched, arriving)
         if asked:
             source_asked = source.where(F.col("event_date").isin(asked))
-            as_of, filters = message_filter.current(wh, asked, copies)
+            filters = message_filter.current(wh, asked, copies)
             skipped = message_filter.skippable(asked, filters, source_asked)
             condition += " AND " + message_filter.opened_only(touched, skipped)
         merge = (
@@ -116,8 +117,9 @@ def absorb(wh: Warehouse, loads: set[ledger.Load], changes: EventChanges) -> Non
         changes.days_opened = len(touched) - len(skipped)
         if filters is not None:
             if changes.version is not None:
-                changes.repaired_days = sorted(message_filter.collisions(wh, as_of, changes.version, source, skipped))
-            message_filter.save(wh, asked, as_of, filters, source_asked, changes.version)
+                found = message_filter.collisions(wh, filters.version, changes.version, source, skipped)
+                changes.repaired_days = sorted(found)
+            changes.filters_stored = message_filter.save(wh, asked, filters, source_asked, changes.version)
     finally:
         raw.unpersist()
         if filters is not None:

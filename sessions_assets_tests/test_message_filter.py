@@ -65,13 +65,38 @@ def test_filters_behind_the_table_take_in_what_the_change_feed_inserted(filtered
     row = wh.read(EVENTS, MAR_1, MAR_1).limit(1).withColumn("message_id", F.lit("written-elsewhere"))
     row.write.format("delta").mode("append").save(wh.path(EVENTS))
     stored = wh.read(message_filter.MESSAGE_FILTERS).where(F.col("event_date") == MAR_1).head()
-    version, filters = message_filter.current(wh, [MAR_1], copies_per_day(wh, [MAR_1]))
-    assert stored.version < version == wh.version(EVENTS)
+    filters = message_filter.current(wh, [MAR_1], copies_per_day(wh, [MAR_1]))
+    assert stored.version < filters.version == wh.version(EVENTS)
     probe = spark.createDataFrame(
         [(MAR_1, "written-elsewhere"), (MAR_1, "never-sent")], "event_date date, message_id string"
     )
     assert [r.message_id for r in message_filter.maybe_stored(filters, probe).collect()] == ["written-elsewhere"]
     filters.unpersist()
+
+
+def test_filters_are_stored_when_built_or_far_behind_and_the_change_feed_covers_the_rest(
+    filtered, data_root, runner, monkeypatch
+):
+    """A late message inserted by a run that left the filters as they were is still found by the next."""
+    _history(data_root, runner, (MAR_1,))
+    wh = runner.warehouse
+    stored_at = wh.version(message_filter.MESSAGE_FILTERS)  # 1 March's filter, built by its first run
+    late = segment("late-1", "u1", "2024-03-01 12:00", "2024-03-03 09:00")
+    write_day(data_root, MAR_3, [late])
+    runner.materialize("raw_events", MAR_3)
+    assert _metadata(runner, MAR_1)["message_filters_stored"].value is False
+    assert wh.version(message_filter.MESSAGE_FILTERS) == stored_at
+    write_day(data_root, date(2024, 3, 4), [segment("late-1", "u1", "2024-03-01 12:00", "2024-03-04 09:00")])
+    runner.materialize("raw_events", date(2024, 3, 4))
+    assert _metadata(runner, MAR_1)["days_opened"].value == 1
+    assert [r for r in _events(runner) if r[1] == "late-1"] == [(MAR_1, "late-1", MAR_3)]
+    # Once far enough behind, the filters are stored again with what they lacked.
+    monkeypatch.setattr(message_filter, "STORE_BEHIND", 1)
+    write_day(data_root, date(2024, 3, 5), [segment("late-2", "u2", "2024-03-01 13:00", "2024-03-05 09:00")])
+    runner.materialize("raw_events", date(2024, 3, 5))
+    assert _metadata(runner, MAR_1)["message_filters_stored"].value is True
+    rows = wh.read(message_filter.MESSAGE_FILTERS).select("event_date", "version").collect()
+    assert [tuple(r) for r in rows] == [(MAR_1, wh.version(EVENTS))]
 
 
 def test_a_message_stored_after_the_filters_were_read_is_not_kept_twice(filtered, data_root, runner, monkeypatch):
