@@ -209,6 +209,8 @@ class _Walk:
     ) -> _Walk:
         """The users of ``starts``, each from their own ``first``: nobody rests."""
         before = F.date_sub("first", 1)
+        # ``starts`` is a row per user; the stays and sessions are many per user: broadcast, not shuffled.
+        starts = F.broadcast(starts)
         states = _reaching(states.join(starts, "user_key"), before).persist()  # with ``first``; ``stored`` drops it
         prior = states_on(states, before)
         session_days = (
@@ -245,9 +247,35 @@ class _Walk:
         self.states.unpersist()
 
 
+@dataclass(frozen=True)
+class _Stays:
+    """``user_states`` at the version a run reads: its walks' balance, and the base its rewrite applies to."""
+
+    version: int
+    rows: DataFrame
+    held: list[DataFrame] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, wh: Warehouse) -> _Stays:
+        version = wh.version(USER_STATES)
+        return cls(version, wh.read_at(USER_STATES, version))
+
+    def reaching(self, starts: DataFrame, others_from: date) -> DataFrame:
+        """In one scan, the stays the walks read: each ``starts`` user's reaching the day before their
+        ``first`` (in ``_first``), everyone else's reaching ``others_from - 1`` (``_first`` null)."""
+        balance = self.rows.join(F.broadcast(starts.withColumnRenamed("first", "_first")), "user_key", "left")
+        balance = _reaching(balance, F.date_sub(F.coalesce("_first", F.lit(others_from)), 1)).persist()
+        self.held.append(balance)
+        return balance
+
+    def release(self) -> None:
+        for df in self.held:
+            df.unpersist()
+
+
 def _write(
     wh: Warehouse, changes: SnapshotChanges, rows: DataFrame, first: date, last: date,
-    walks: list[_Walk], report_day: date, txn: str | None = None,
+    walks: list[_Walk], stays: _Stays, report_day: date, txn: str | None = None,
 ) -> SnapshotChanges:
     """Write snapshot days ``first..last``, then the stays ``walks`` computed: one commit each.
 
@@ -261,7 +289,7 @@ def _write(
     each). So the difference is checkpointed, cut from ``user_states``, and the walks are released before
     it is applied there: that re-planning cost seconds per run.
     """
-    based_on = wh.version(USER_STATES)
+    based_on = stays.version
     fresh = reduce(DataFrame.unionByName, [walk.fresh for walk in walks])
     stored = reduce(DataFrame.unionByName, [walk.stored for walk in walks])
     diff = diff_rows(fresh, stored, ["user_key", "valid_from"]).localCheckpoint()  # freed with the frame
@@ -271,6 +299,7 @@ def _write(
     wh.replace_partitions(DAILY_SNAPSHOT, rows, first, last, txn=tag, note=mark)
     for walk in walks:
         walk.unpersist()
+    stays.release()
     if changes.users_changed:
         wh.rewrite(USER_STATES, diff, ["user_key", "valid_from"], based_on)
     changes.days_rewritten = (last - first).days + 1
@@ -296,11 +325,12 @@ def _stays_behind(wh: Warehouse) -> date | None:
 
 def _carry_forward(wh: Warehouse, first: date, last: date, settings: PipelineSettings) -> SnapshotChanges:
     """Days ``first..last`` from the balance at ``first - 1`` (none: ``first`` is the first session day)."""
-    walk = _Walk.of(wh.read(USER_STATES), wh.read(SESSIONS, first, last), first, last, settings)
+    stays = _Stays.read(wh)
+    walk = _Walk.of(stays.rows, wh.read(SESSIONS, first, last), first, last, settings)
     try:
         changes = SnapshotChanges(first=first, users_walked=walk.users.count())
         rows = snapshot_rows(walk.walked, walk.resting, first, last)
-        return _write(wh, changes, rows, first, last, [walk], report_day=last)
+        return _write(wh, changes, rows, first, last, [walk], stays, report_day=last)
     finally:
         walk.unpersist()
 
@@ -378,7 +408,11 @@ def _correct(
     # user walked from a later day would be missing from the days between.
     first = F.least(F.greatest(F.min("first"), F.lit(lo)), F.lit(min(end, built_to + timedelta(days=1))))
     starts = users.groupBy("user_key").agg(first.alias("first")).localCheckpoint()
-    mine = _Walk.each_from(wh.read(USER_STATES), wh.read(SESSIONS, lo, end), starts, end, settings)
+    stays = _Stays.read(wh)
+    forward = built_to + timedelta(days=1)
+    balance = stays.reaching(starts, forward)
+    mine = _Walk.each_from(balance.where(F.col("_first").isNotNull()).drop("_first"), wh.read(SESSIONS, lo, end),
+                           starts, end, settings)  # fmt: skip
     walks = [mine]
     try:
         since_first = F.col("first")
@@ -392,9 +426,8 @@ def _correct(
         ).withColumnRenamed("day", "snapshot_date")
         walked_users = mine.users
         if last > built_to:
-            forward = built_to + timedelta(days=1)
             others = _Walk.of(
-                wh.read(USER_STATES).join(starts, "user_key", "left_anti"),
+                balance.where(F.col("_first").isNull()).drop("_first"),
                 wh.read(SESSIONS, forward, last).join(starts, "user_key", "left_anti"), forward, last, settings,
             )  # fmt: skip
             walks.append(others)
@@ -402,10 +435,11 @@ def _correct(
             rows = rows.unionByName(snapshot_rows(walked, others.resting, forward, last))
             walked_users = walked_users.unionByName(others.users)
         changes = SnapshotChanges(first=lo, users_walked=walked_users.count())
-        return _write(wh, changes, rows, lo, end, walks, report_day=last, txn="daily_snapshot-corrections")
+        return _write(wh, changes, rows, lo, end, walks, stays, report_day=last, txn="daily_snapshot-corrections")
     finally:
         for walk in walks:
             walk.unpersist()
+        stays.release()
 
 
 def update_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineSettings) -> SnapshotChanges:
