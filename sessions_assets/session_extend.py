@@ -153,7 +153,9 @@ def extend(wh: Warehouse, new: DataFrame, settings: PipelineSettings) -> Extensi
         "user_key",
         F.explode(F.sequence(F.date_sub("event_date", before), F.date_add("event_date", after))).alias("session_date"),
     ).distinct()
-    stored = wh.read(SESSIONS).where(F.col("session_date").isin(window)).join(near, ["user_key", "session_date"], "left_semi")
+    # ``near`` is a few rows per new user, the window's sessions every user's: broadcast, not shuffled.
+    stored = wh.read(SESSIONS).where(F.col("session_date").isin(window))
+    stored = stored.join(F.broadcast(near), ["user_key", "session_date"], "left_semi")
     intervals = stored.select(
         *SESSION_COLUMNS, F.col("session_start").alias("_from"), F.col("session_end").alias("_to"), F.lit(False).alias("_new")
     ).unionByName(
