@@ -330,9 +330,10 @@ def warm_filters(root: Path) -> None:
 
     The history is bulk-loaded into ``events``, past the MERGE that keeps the filters; without this the
     timed day would build every day's filter from scratch, which only the first run after an upgrade does.
-    A day gets its filter from the first run that asks it (``message_filter.worth_asking``), so the days no
-    received day of the history gave at most ``ASK_AT_MOST`` messages are left without: the timed day
-    builds those it asks, as a daily run does. Not timed; a no-op when they are already up to date.
+    A day gets its filter from the first run that asks it (``message_filter.worth_asking``) once it is
+    past its own bulk, so the days no later received day of the history gave at most ``ASK_AT_MOST``
+    messages are left without: the timed day builds those it asks, as a daily run does. Not timed; a no-op
+    when they are already up to date.
     """
     from pyspark.sql import functions as F
 
@@ -342,7 +343,8 @@ def warm_filters(root: Path) -> None:
 
     started = time.monotonic()
     wh = _warehouse(root)
-    asked = wh.read(PARTITION_MAP).where(F.col("events").between(1, message_filter.ASK_AT_MOST))
+    late = F.col("received_date") > F.col("event_date")
+    asked = wh.read(PARTITION_MAP).where(late & F.col("events").between(1, message_filter.ASK_AT_MOST))
     days = sorted(r[0] for r in asked.select("event_date").distinct().collect())
     filters = message_filter.current(wh, days, copies_per_day(wh, days))
     message_filter.save(wh, days, filters)

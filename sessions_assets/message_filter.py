@@ -9,8 +9,9 @@ about 1 id in 2,000, so a day with 17 late messages is opened for nothing about 
 A filter row is a claim: "these bits hold every id day D had at ``events`` version V". A row behind the
 table is completed by the ids its change feed inserted after V, tested exactly; a missing, outgrown or
 unreadable one is built again from the day. A claim can only over-answer "maybe", so a lost or stale
-filter write costs a read, never a duplicate. Rows are stored again (the table rewritten whole, with the
-ids they lacked set) only once they are ``STORE_BEHIND`` versions behind, or were built anew.
+filter write costs a read, never a duplicate. A run stores only the rows it built anew, appended beside
+the older ones (a day's latest row is the one read); once the rows it read are ``STORE_BEHIND`` versions
+behind, it rewrites the table whole with the ids they lacked set.
 
 Not opening a day must not hide it from Delta's conflict check. The ``MERGE`` keeps every touched day in
 its partition predicate, which is what Delta checks concurrent commits against, and leaves the skipped
