@@ -69,7 +69,7 @@ class EventChanges:
     days_opened: int = 0  # touched days the MERGE read (the others were ruled out by their filters)
     # Skipped days another commit gave one of the loads' messages before the MERGE read: rebuilt whole.
     repaired_days: list[date] = field(default_factory=list)
-    filters_stored: bool = False  # whether the run rewrote the filters (``message_filter.STORE_BEHIND``)
+    filters_stored: bool = False  # whether the run stored filters (built anew, or rewritten: ``message_filter.save``)
 
 
 def absorb(wh: Warehouse, loads: set[ledger.Load], changes: EventChanges) -> None:

@@ -247,7 +247,7 @@ class _Walk:
         self.states.unpersist()
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Stays:
     """``user_states`` at the version a run reads: its walks' balance, and the base its rewrite applies to."""
 
@@ -286,8 +286,8 @@ def _write(
     against the same version does not apply it twice.
 
     After a commit Spark re-plans every cached frame that reads the table written (a Delta file listing
-    each). So the difference is checkpointed, cut from ``user_states``, and the walks are released before
-    it is applied there: that re-planning cost seconds per run.
+    each). So the difference is checkpointed, cut from ``user_states``, and the walks (and the stays they
+    read) are released before it is applied there: that re-planning cost seconds per run.
     """
     based_on = stays.version
     fresh = reduce(DataFrame.unionByName, [walk.fresh for walk in walks])
@@ -408,13 +408,13 @@ def _correct(
     # user walked from a later day would be missing from the days between.
     first = F.least(F.greatest(F.min("first"), F.lit(lo)), F.lit(min(end, built_to + timedelta(days=1))))
     starts = users.groupBy("user_key").agg(first.alias("first")).localCheckpoint()
-    stays = _Stays.read(wh)
-    forward = built_to + timedelta(days=1)
-    balance = stays.reaching(starts, forward)
-    mine = _Walk.each_from(balance.where(F.col("_first").isNotNull()).drop("_first"), wh.read(SESSIONS, lo, end),
-                           starts, end, settings)  # fmt: skip
-    walks = [mine]
+    stays, forward = _Stays.read(wh), built_to + timedelta(days=1)
+    walks: list[_Walk] = []
     try:
+        balance = stays.reaching(starts, forward)
+        mine = _Walk.each_from(balance.where(F.col("_first").isNotNull()).drop("_first"), wh.read(SESSIONS, lo, end),
+                               starts, end, settings)  # fmt: skip
+        walks.append(mine)
         since_first = F.col("first")
         delta = contributions(mine.fresh.join(starts, "user_key"), since_first, built_to).unionByName(
             contributions(mine.stored.join(starts, "user_key"), since_first, built_to)
