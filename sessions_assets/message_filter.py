@@ -108,7 +108,7 @@ class Filters:
 
     version: int
     bitmaps: DataFrame  # persisted, ``COLUMNS``
-    since: DataFrame  # persisted, ``event_date``, ``message_id``
+    since: DataFrame  # persisted (unless empty), ``event_date``, ``message_id``
     behind: int = 0  # how many versions the stalest stored row is behind ``version``
     built: tuple[date, ...] = ()
 
@@ -155,13 +155,20 @@ def _latest(rows: DataFrame) -> DataFrame:
     return rows.withColumn("_n", F.row_number().over(newest)).where("_n = 1").drop("_n")
 
 
+def _inserted(wh: Warehouse, first: int, last: int, days: list[date]) -> DataFrame:
+    """The ids ``events``' change feed inserted on ``days`` in versions ``first..last`` (with ``_commit_version``)."""
+    return (
+        wh.changes(EVENTS, first, last)
+        .where(F.col("event_date").isin(sorted(days)) & F.col("_change_type").isin(*INSERTED))
+        .select("event_date", "message_id", "_commit_version")
+    )
+
+
 def _inserted_since(wh: Warehouse, as_of: dict[date, int], version: int) -> DataFrame:
     """The ids the change feed inserted on each day of ``as_of`` after that day's version, up to ``version``."""
     versions = wh.spark.createDataFrame(list(as_of.items()), "event_date date, _as_of long")
     return (
-        wh.changes(EVENTS, min(as_of.values()) + 1, version)
-        .where(F.col("event_date").isin(sorted(as_of)) & F.col("_change_type").isin(*INSERTED))
-        .select("event_date", "message_id", "_commit_version")
+        _inserted(wh, min(as_of.values()) + 1, version, list(as_of))
         .join(F.broadcast(versions), "event_date")
         .where(F.col("_commit_version") > F.col("_as_of"))
         .select("event_date", "message_id")
@@ -185,16 +192,19 @@ def current(wh: Warehouse, days: list[date], copies: dict[date, int]) -> Filters
         else:
             usable.append(day)
     as_of = {day: found[day].version for day in usable if found[day].version < version}
-    since = wh.spark.createDataFrame([], "event_date date, message_id string")
+    since = None
     if as_of:
         try:
             since = _inserted_since(wh, as_of, version).persist()
             since.count()
         except Exception:  # noqa: BLE001 - the change feed is gone (log clean-up, VACUUM): build them again
-            since.unpersist()
-            since = wh.spark.createDataFrame([], "event_date date, message_id string")
+            if since is not None:
+                since.unpersist()
+            since = None
             rebuild += sorted(as_of)
             usable, as_of = [d for d in usable if d not in as_of], {}
+    if since is None:
+        since = wh.spark.createDataFrame([], "event_date date, message_id string")
     parts = [stored.where(F.col("event_date").isin(usable)).select(*COLUMNS)]
     if rebuild:
         parts.append(_built(wh, sorted(rebuild), version, copies))
@@ -203,7 +213,7 @@ def current(wh: Warehouse, days: list[date], copies: dict[date, int]) -> Filters
     with compiled(wh.spark, when=sum(copies.get(d, 0) for d in rebuild) >= wh.settings.compile_above_rows):
         bitmaps.count()
     behind = max((version - v for v in as_of.values()), default=0)
-    return Filters(version, bitmaps, since.persist(), behind, tuple(sorted(rebuild)))
+    return Filters(version, bitmaps, since, behind, tuple(sorted(rebuild)))
 
 
 def worth_asking(touched: list[date], arriving: dict[date, int]) -> list[date]:
@@ -240,11 +250,7 @@ def collisions(wh: Warehouse, version: int, committed: int, source: DataFrame, s
     one of ``source``'s messages: the ``MERGE`` may have inserted a second copy there."""
     if committed <= version + 1 or not skipped:
         return set()
-    inserted = (
-        wh.changes(EVENTS, version + 1, committed - 1)
-        .where(F.col("event_date").isin(sorted(skipped)) & F.col("_change_type").isin(*INSERTED))
-        .select("event_date", "message_id")
-    )
+    inserted = _inserted(wh, version + 1, committed - 1, list(skipped)).select("event_date", "message_id")
     clashes = inserted.join(source.select("event_date", "message_id"), ["event_date", "message_id"], "left_semi")
     return {r.event_date for r in clashes.select("event_date").distinct().collect()}
 

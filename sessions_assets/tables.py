@@ -105,7 +105,8 @@ USER_STATES = Table("user_states", None, _schema("user_key string, state string,
 
 # Per event day, a Bloom filter of the message ids ``events`` holds (``message_filter.py``): ``bitmap`` has
 # ``bits`` bits set by ``hashes`` hash functions for every id the day held at ``events`` version ``version``.
-# Small (a row per event day) and rewritten whole, like ``user_states``.
+# Small (a row per event day): a day built anew is appended beside its older row, and the table is rewritten
+# whole, like ``user_states``, once its rows fall ``STORE_BEHIND`` versions behind.
 MESSAGE_FILTERS = Table(
     "message_filters", None, _schema("event_date date, version long, hashes int, bits long, bitmap binary")
 )
