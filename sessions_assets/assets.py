@@ -173,6 +173,7 @@ def daily_snapshot(
             "first_day_rewritten": (changes.first or first).isoformat(),
             "users_walked": changes.users_walked,
             "users_whose_state_changed": changes.users_changed,
+            "session_days_from_change_feed": changes.days_from_feed,
             **{f"on_hand_{state}": count for state, count in changes.on_hand_latest.items()},
         }
     )

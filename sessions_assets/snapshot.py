@@ -12,6 +12,7 @@ sessions never change, and are carried as one count and one age sum.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from functools import reduce
@@ -19,8 +20,9 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from sessions_assets import ledger
+from sessions_assets import ledger, session_feed
 from sessions_assets.config import PipelineSettings
+from sessions_assets.session_feed import PAIR, SessionFeed
 from sessions_assets.session_rebuild import CONSUMER as SESSIONS_CONSUMER
 from sessions_assets.tables import DAILY_SNAPSHOT, SESSIONS, USER_STATES, Warehouse, diff_rows
 
@@ -34,6 +36,7 @@ class SnapshotChanges:
     days_rewritten: int = 0
     users_walked: int = 0
     users_changed: int = 0
+    days_from_feed: bool = False  # corrected users' session days from their stays and the change feed
     on_hand_latest: dict[str, int] = field(default_factory=dict)
 
 
@@ -173,13 +176,18 @@ def _reaching(states: DataFrame, before: date | Column) -> DataFrame:
     return states.where(F.col("valid_to").isNull() | (F.col("valid_to") >= F.lit(before)))
 
 
-def rebuild_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineSettings) -> SnapshotChanges:
-    """Make ``daily_snapshot`` and ``user_states`` exact for ``first..last``, given they are up to ``first - 1``."""
+def rebuild_snapshot(
+    wh: Warehouse, first: date, last: date, settings: PipelineSettings, reads: _Reads | None = None
+) -> SnapshotChanges:
+    """Make ``daily_snapshot`` and ``user_states`` exact for ``first..last``, given they are up to ``first - 1``
+    (or from the first day ``sessions``' change feed shows changed since the stays were last exact)."""
+    reads = reads or _Reads.pin(wh)
     behind = _stays_behind(wh)
-    first = _start_of_history(wh, first if behind is None else min(first, behind))
+    first = min(d for d in (first, behind, reads.feed.first_changed) if d is not None)
+    first, from_start = _start_of_history(wh, first)
     if first is None or first > last:
         return SnapshotChanges(first=first)
-    return _carry_forward(wh, first, last, settings)
+    return _carry_forward(wh, first, last, settings, reads, from_start)
 
 
 def _on_hand(wh: Warehouse, day: date) -> dict[str, int]:
@@ -205,19 +213,16 @@ class _Walk:
 
     @classmethod
     def each_from(
-        cls, states: DataFrame, sessions: DataFrame, starts: DataFrame, last: date, settings: PipelineSettings
+        cls, states: DataFrame, session_days: Callable[[DataFrame], DataFrame], starts: DataFrame, last: date,
+        settings: PipelineSettings,
     ) -> _Walk:
-        """The users of ``starts``, each from their own ``first``: nobody rests."""
+        """The users of ``starts``, each from their own ``first``: nobody rests. ``session_days`` gives their
+        session days from their ``first`` on, given their stays reaching ``first - 1``."""
         before = F.date_sub("first", 1)
         # ``starts`` is a row per user; the stays and sessions are many per user: broadcast, not shuffled.
-        starts = F.broadcast(starts)
-        states = _reaching(states.join(starts, "user_key"), before).persist()  # with ``first``; ``stored`` drops it
+        states = _reaching(states.join(F.broadcast(starts), "user_key"), before).persist()  # ``stored`` drops ``first``
         prior = states_on(states, before)
-        session_days = (
-            sessions.join(starts, "user_key").where(F.col("session_date") >= F.col("first"))
-            .select("user_key", "session_date").distinct()
-        )  # fmt: skip
-        walked = walk_states(prior, session_days, starts, last, settings)
+        walked = walk_states(prior, session_days(states), starts, last, settings)
         return cls(states, prior, walked.persist())
 
     @property
@@ -249,16 +254,19 @@ class _Walk:
 
 @dataclass
 class _Stays:
-    """``user_states`` at the version a run reads: its walks' balance, and the base its rewrite applies to."""
+    """``user_states`` at the version a run reads: its walks' balance, and the base its rewrite applies to.
+
+    ``watermark``: the ``sessions`` version these stays are exact for (``session_feed``), if known."""
 
     version: int
     rows: DataFrame
+    watermark: int | None = None
     held: list[DataFrame] = field(default_factory=list)
 
     @classmethod
     def read(cls, wh: Warehouse) -> _Stays:
-        version = wh.version(USER_STATES)
-        return cls(version, wh.read_at(USER_STATES, version))
+        version, note = wh.delta(USER_STATES).history(1).select("version", "userMetadata").head()
+        return cls(version, wh.read_at(USER_STATES, version), session_feed.watermark(note))
 
     def reaching(self, starts: DataFrame, others_from: date) -> DataFrame:
         """In one scan, the stays the walks read: each ``starts`` user's reaching the day before their
@@ -273,11 +281,29 @@ class _Stays:
             df.unpersist()
 
 
+@dataclass
+class _Reads:
+    """What a run reads, pinned once at its start: the stays, and ``sessions`` with its change feed since the
+    stays' watermark. Pinned after the ledger is read, so every load the ledger shows absorbed by
+    ``sessions`` is in the version read."""
+
+    stays: _Stays
+    feed: SessionFeed
+
+    @classmethod
+    def pin(cls, wh: Warehouse) -> _Reads:
+        stays = _Stays.read(wh)
+        return cls(stays, SessionFeed.since(wh, stays.watermark))
+
+
 def _write(
     wh: Warehouse, changes: SnapshotChanges, rows: DataFrame, first: date, last: date,
-    walks: list[_Walk], stays: _Stays, report_day: date, txn: str | None = None,
+    walks: list[_Walk], stays: _Stays, report_day: date, watermark: int | None, txn: str | None = None,
 ) -> SnapshotChanges:
     """Write snapshot days ``first..last``, then the stays ``walks`` computed: one commit each.
+
+    The stays' commit carries ``watermark``, the ``sessions`` version they are now exact for (``None``:
+    not known, so the next run reads ``sessions`` rather than its change feed).
 
     The stays' difference is found first. A snapshot write that stays follow carries a mark naming the
     ``user_states`` version it was computed against and its first day: if the run dies before the stays
@@ -301,7 +327,7 @@ def _write(
         walk.unpersist()
     stays.release()
     if changes.users_changed:
-        wh.rewrite(USER_STATES, diff, ["user_key", "valid_from"], based_on)
+        wh.rewrite(USER_STATES, diff, ["user_key", "valid_from"], based_on, note=session_feed.note(watermark))
     changes.days_rewritten = (last - first).days + 1
     changes.on_hand_latest = _on_hand(wh, report_day)
     return changes
@@ -323,16 +349,23 @@ def _stays_behind(wh: Warehouse) -> date | None:
     return None
 
 
-def _carry_forward(wh: Warehouse, first: date, last: date, settings: PipelineSettings) -> SnapshotChanges:
-    """Days ``first..last`` from the balance at ``first - 1`` (none: ``first`` is the first session day)."""
-    stays = _Stays.read(wh)
-    walk = _Walk.of(stays.rows, wh.read(SESSIONS, first, last), first, last, settings)
+def _carry_forward(
+    wh: Warehouse, first: date, last: date, settings: PipelineSettings, reads: _Reads, from_start: bool = False
+) -> SnapshotChanges:
+    """Days ``first..last`` from the balance at ``first - 1`` (none: ``first`` is the first session day).
+
+    The stays are exact for the sessions read if every change since their watermark is on ``first`` or
+    later (the caller started there), or if nobody's stays predate ``first`` (``from_start``)."""
+    stays, feed = reads.stays, reads.feed
+    walk = _Walk.of(stays.rows, feed.sessions(wh, first, last), first, last, settings)
     try:
         changes = SnapshotChanges(first=first, users_walked=walk.users.count())
         rows = snapshot_rows(walk.walked, walk.resting, first, last)
-        return _write(wh, changes, rows, first, last, [walk], stays, report_day=last)
+        watermark = feed.version if feed.known or from_start else None
+        return _write(wh, changes, rows, first, last, [walk], stays, report_day=last, watermark=watermark)
     finally:
         walk.unpersist()
+        stays.release()
 
 
 def contributions(intervals: DataFrame, lo: Column, hi: date) -> DataFrame:
@@ -367,33 +400,40 @@ def _with_average(counts: DataFrame) -> DataFrame:
     )
 
 
-def absorb_users(wh: Warehouse, users: DataFrame, lo: date, last: date, settings: PipelineSettings) -> SnapshotChanges:
+def absorb_users(
+    wh: Warehouse, users: DataFrame, lo: date, last: date, settings: PipelineSettings, reads: _Reads | None = None
+) -> SnapshotChanges:
     """Bring the snapshot to ``last`` after ``users``' sessions changed from ``lo`` on.
 
     ``users`` may say from which day each one's sessions changed (a ``first`` column, none before ``lo``).
     Days already in the snapshot are corrected for those users only; days past it are carried forward from
-    the balance as usual. Without a snapshot yet, it is built from the first session day.
+    the balance as usual. Without a snapshot yet, it is built from the first session day. The users that
+    ``sessions``' change feed names since the stays' watermark are corrected too, from their first changed
+    day: the ledger may not show them yet (a ``sessions`` run that died before its ledger write).
     """
+    reads = reads or _Reads.pin(wh)
     built_from, built_to = wh.read(DAILY_SNAPSHOT).agg(F.min("snapshot_date"), F.max("snapshot_date")).head()
     if built_to is None or _stays_behind(wh) is not None:
-        return rebuild_snapshot(wh, lo, last, settings)  # nothing to correct, or a repair
+        return rebuild_snapshot(wh, lo, last, settings, reads)  # nothing to correct, or a repair
+    users = users.select("user_key", (F.col("first") if "first" in users.columns else F.lit(lo)).alias("first"))
+    if reads.feed.first_changed is not None:
+        users, lo = users.unionByName(reads.feed.users()), min(lo, reads.feed.first_changed)
     if lo < built_from:
         # The snapshot starts at the first session day. ``lo`` reaches a day before it (a late row on
         # that first day reaches back one more day): if no session starts before it, there is nothing
         # to correct there, and the correction starts at ``built_from`` like any other.
-        if wh.read(SESSIONS, last=built_from - timedelta(days=1)).limit(1).count():
-            return rebuild_snapshot(wh, lo, last, settings)  # a session older than the snapshot
+        if reads.feed.sessions(wh, last=built_from - timedelta(days=1)).limit(1).count():
+            return rebuild_snapshot(wh, lo, last, settings, reads)  # a session older than the snapshot
         lo = built_from
     if lo <= built_to:
-        first = F.col("first") if "first" in users.columns else F.lit(lo)
-        return _correct(wh, users.select("user_key", first.alias("first")), lo, built_to, last, settings)
+        return _correct(wh, users, lo, built_to, last, settings, reads)
     if last > built_to:  # the balance at ``built_to`` exists: no need to look for the start of history
-        return _carry_forward(wh, built_to + timedelta(days=1), last, settings)
+        return _carry_forward(wh, built_to + timedelta(days=1), last, settings, reads)
     return SnapshotChanges(first=built_to + timedelta(days=1), on_hand_latest=_on_hand(wh, last))
 
 
 def _correct(
-    wh: Warehouse, users: DataFrame, lo: date, built_to: date, last: date, settings: PipelineSettings
+    wh: Warehouse, users: DataFrame, lo: date, built_to: date, last: date, settings: PipelineSettings, reads: _Reads
 ) -> SnapshotChanges:
     """Correct days ``lo..built_to`` for ``users`` and carry every user on to ``last``, in one write per table.
 
@@ -408,12 +448,21 @@ def _correct(
     # user walked from a later day would be missing from the days between.
     first = F.least(F.greatest(F.min("first"), F.lit(lo)), F.lit(min(end, built_to + timedelta(days=1))))
     starts = users.groupBy("user_key").agg(first.alias("first")).localCheckpoint()
-    stays, forward = _Stays.read(wh), built_to + timedelta(days=1)
+    stays, feed, forward = reads.stays, reads.feed, built_to + timedelta(days=1)
     walks: list[_Walk] = []
+
+    def session_days(since: date) -> DataFrame:
+        """The users' session days from their ``first``, read from ``sessions`` days ``since..end``."""
+        days = feed.sessions(wh, since, end).join(F.broadcast(starts), "user_key")
+        return days.where(F.col("session_date") >= F.col("first")).select(*PAIR).distinct()
+
+    def from_stays(states: DataFrame) -> DataFrame:
+        return feed.session_days(states, starts, built_to).unionByName(session_days(forward))
+
     try:
         balance = stays.reaching(starts, forward)
-        mine = _Walk.each_from(balance.where(F.col("_first").isNotNull()).drop("_first"), wh.read(SESSIONS, lo, end),
-                               starts, end, settings)  # fmt: skip
+        mine = _Walk.each_from(balance.where(F.col("_first").isNotNull()).drop("_first"),
+                               from_stays if feed.known else lambda _: session_days(lo), starts, end, settings)  # fmt: skip
         walks.append(mine)
         since_first = F.col("first")
         delta = contributions(mine.fresh.join(starts, "user_key"), since_first, built_to).unionByName(
@@ -428,14 +477,16 @@ def _correct(
         if last > built_to:
             others = _Walk.of(
                 balance.where(F.col("_first").isNull()).drop("_first"),
-                wh.read(SESSIONS, forward, last).join(starts, "user_key", "left_anti"), forward, last, settings,
+                feed.sessions(wh, forward, last).join(starts, "user_key", "left_anti"), forward, last, settings,
             )  # fmt: skip
             walks.append(others)
             walked = mine.walked.where(F.col("day") >= F.lit(forward)).unionByName(others.walked)
             rows = rows.unionByName(snapshot_rows(walked, others.resting, forward, last))
             walked_users = walked_users.unionByName(others.users)
-        changes = SnapshotChanges(first=lo, users_walked=walked_users.count())
-        return _write(wh, changes, rows, lo, end, walks, stays, report_day=last, txn="daily_snapshot-corrections")
+        changes = SnapshotChanges(first=lo, users_walked=walked_users.count(), days_from_feed=feed.known)
+        watermark = feed.version if feed.known else None
+        return _write(wh, changes, rows, lo, end, walks, stays, report_day=last, watermark=watermark,
+                      txn="daily_snapshot-corrections")  # fmt: skip
     finally:
         for walk in walks:
             walk.unpersist()
@@ -450,22 +501,24 @@ def update_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineSe
     or after ``sessions`` recomputed whole days, days ``first..last`` are carried from the balance as before.
     """
     position = ledger.state(wh, CONSUMER, ledger.absorbed(wh, SESSIONS_CONSUMER))
+    reads = _Reads.pin(wh)  # after the ledger: what it shows absorbed upstream is in what is read
     one = timedelta(days=1)
     if position.pending and not position.stale_days:
         own_first = F.date_sub(F.min("event_date"), 1)  # the day each user's correction starts
         users = ledger.rows_of(wh, position.pending).groupBy("user_key").agg(own_first.alias("first"))
-        changes = absorb_users(wh, users, min(load[0] for load in position.pending) - one, last, settings)
+        changes = absorb_users(wh, users, min(load[0] for load in position.pending) - one, last, settings, reads)
     else:
         changed_days = position.stale_days | {load[0] for load in position.pending}
-        changes = rebuild_snapshot(wh, min([first] + [d - one for d in changed_days]), last, settings)
+        changes = rebuild_snapshot(wh, min([first] + [d - one for d in changed_days]), last, settings, reads)
     whole = {load for load in position.source if load[0] in position.stale_days}
     ledger.record(wh, CONSUMER, position.pending | whole, position.stale_days)
     return changes
 
 
-def _start_of_history(wh: Warehouse, first: date) -> date | None:
-    """``first``, or the first session day if there is no balance for ``first - 1`` to carry forward."""
+def _start_of_history(wh: Warehouse, first: date) -> tuple[date | None, bool]:
+    """``first``, or the first session day if there is no balance for ``first - 1`` to carry forward; and
+    whether that is the start of history (no session before it)."""
     if wh.read(DAILY_SNAPSHOT, first - timedelta(days=1), first - timedelta(days=1)).limit(1).count():
-        return first
+        return first, False
     earliest = wh.read(SESSIONS).agg(F.min("session_date")).head()[0]
-    return earliest if earliest is None or earliest < first else first
+    return (earliest, True) if earliest is None or earliest < first else (first, True)

@@ -87,6 +87,8 @@ SESSIONS = Table(
         "ended_by_cap boolean, session_date date"
     ),
     ("user_key", "session_start"),
+    # The change feed tells the snapshot which users' session days changed (``session_feed.py``).
+    properties=(("delta.enableChangeDataFeed", "true"),),
 )
 DAILY_SNAPSHOT = Table(
     "daily_snapshot",
@@ -257,7 +259,7 @@ class Warehouse:
         finally:
             self.spark.conf.unset(USER_METADATA)
 
-    def rewrite(self, table: Table, diff: DataFrame, key: list[str], based_on: int) -> None:
+    def rewrite(self, table: Table, diff: DataFrame, key: list[str], based_on: int, note: str | None = None) -> None:
         """The whole table as of version ``based_on`` with ``diff_rows`` output applied, in one overwrite.
 
         For a small table whose changes reach most of its files (``user_states``, where a day with a late
@@ -265,18 +267,18 @@ class Warehouse:
         vectors) and leaves more files and deletion vectors after every run; this reads it once and leaves it
         compact. Compiled, since it always reads every row (millions at a long history). The write is
         tagged (the table's name, ``based_on``): a second write computed against the same version, a retry
-        or a concurrent run, is skipped by Delta rather than applied over the first.
+        or a concurrent run, is skipped by Delta rather than applied over the first. ``note`` is kept as the
+        commit's ``userMetadata``.
         """
         names = table.schema.fieldNames()
         current = self.read_at(table, based_on)
         kept = current.join(diff.select(*key), key, "left_anti")
         rows = kept.unionByName(diff.where("_op != 'delete'").select(*names))
+        writer = rows.write.format("delta").mode("overwrite").option("txnAppId", table.name).option("txnVersion", based_on)
+        if note is not None:
+            writer = writer.option("userMetadata", note)
         with compiled(self.spark):
-            (
-                rows.write.format("delta").mode("overwrite")
-                .option("txnAppId", table.name).option("txnVersion", based_on)
-                .save(self.path(table))
-            )  # fmt: skip
+            writer.save(self.path(table))
 
     def replace_partitions(
         self, table: Table, rows: DataFrame, first: date, last: date, txn: tuple[str, int] | None = None,

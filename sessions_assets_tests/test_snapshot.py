@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from sessions_assets.config import PipelineSettings
 from pyspark.sql import functions as F
 
-from sessions_assets import ledger
+from sessions_assets import ledger, session_feed
 from sessions_assets.session_rebuild import CONSUMER as SESSIONS_CONSUMER
 from sessions_assets.snapshot import (
     absorb_users, everyone_from, rebuild_snapshot, snapshot_rows, states_on, update_snapshot, walk_states,
@@ -215,6 +215,25 @@ def test_user_states_stays_a_few_files_however_many_days_correct_it(warehouse):
         assert len(warehouse.read(USER_STATES).inputFiles()) <= warehouse.spark.sparkContext.defaultParallelism + 2
     everyone = [("ann", 0), ("bob", 1)] + [s for late in arrivals for s in late]
     assert table(warehouse) == oracle(everyone, received)
+
+
+def test_corrections_take_session_days_from_the_stays_and_the_change_feed(warehouse):
+    """Once built, the snapshot reads no past ``sessions`` day: each user's session days are their stays'
+    ``new`` and ``active`` days, changed where ``sessions``' change feed says. A day whose only session is
+    deleted stops being a session day, one keeping another session stays one, and a user the ledger does
+    not name (a ``sessions`` run that died before its ledger write) is corrected all the same."""
+    sessions = [("ann", 0), ("ann", 3), ("bob", 1), ("bob", 2), ("cat", 2)]
+    add_sessions(warehouse, sessions)
+    evening = warehouse.read(SESSIONS).where("session_id = 'bob-2'").withColumn("session_id", F.lit("bob-2-evening"))
+    evening.write.format("delta").mode("append").save(warehouse.path(SESSIONS))
+    rebuild_snapshot(warehouse, _day(0), _day(10), PipelineSettings())
+    note = warehouse.delta(USER_STATES).history(1).head().userMetadata
+    assert session_feed.watermark(note) == warehouse.version(SESSIONS)
+    warehouse.delta(SESSIONS).delete("session_id IN ('ann-3', 'bob-2')")
+    add_sessions(warehouse, [("cat", 5), ("dan", 4)])
+    only_dan = warehouse.spark.createDataFrame([("dan", _day(4))], "user_key string, first date")
+    assert absorb_users(warehouse, only_dan, _day(3), _day(10), PipelineSettings()).days_from_feed
+    assert table(warehouse) == oracle([("ann", 0), ("bob", 1), ("bob", 2), ("cat", 2), ("cat", 5), ("dan", 4)], 10)
 
 
 def test_a_second_user_states_write_from_the_same_version_is_skipped(warehouse):
