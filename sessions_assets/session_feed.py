@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from py4j.protocol import Py4JJavaError
-from pyspark.errors import AnalysisException
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -65,7 +65,7 @@ class SessionFeed:
         try:
             changed = cls._pairs(wh, mark + 1, version)
             days = changed.groupBy("session_date").agg(F.min("present").alias("all_present")).collect()
-        except (AnalysisException, Py4JJavaError):  # the feed was not on then, or its files are gone
+        except (PySparkException, Py4JJavaError):  # the feed was not on then, or its files are gone
             return cls(version)
         unsure = sorted(r.session_date for r in days if not r.all_present)
         if unsure:

@@ -6,7 +6,9 @@ the snapshot looks at); ``rebuild_snapshot`` then runs for a day range, as the a
 
 from __future__ import annotations
 
+import shutil
 from datetime import date, datetime, time, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, example, given
@@ -234,6 +236,19 @@ def test_corrections_take_session_days_from_the_stays_and_the_change_feed(wareho
     only_dan = warehouse.spark.createDataFrame([("dan", _day(4))], "user_key string, first date")
     assert absorb_users(warehouse, only_dan, _day(3), _day(10), PipelineSettings()).days_from_feed
     assert table(warehouse) == oracle([("ann", 0), ("bob", 1), ("bob", 2), ("cat", 2), ("cat", 5), ("dan", 4)], 10)
+
+
+def test_without_a_readable_change_feed_sessions_are_read_and_no_watermark_is_claimed(warehouse):
+    """The feed's files are gone (a vacuum): the correction reads the users' sessions as before, and the
+    stays it writes name no watermark, so the next run does not trust the feed either."""
+    add_sessions(warehouse, [("ann", 0), ("bob", 2), ("bob", 3)])
+    rebuild_snapshot(warehouse, _day(0), _day(6), PipelineSettings())
+    warehouse.delta(SESSIONS).delete("session_id = 'bob-3'")  # recorded in ``_change_data``
+    shutil.rmtree(Path(warehouse.path(SESSIONS)) / "_change_data")
+    bob = warehouse.spark.createDataFrame([("bob", _day(3))], "user_key string, first date")
+    assert not absorb_users(warehouse, bob, _day(3), _day(6), PipelineSettings()).days_from_feed
+    assert table(warehouse) == oracle([("ann", 0), ("bob", 2)], 6)
+    assert session_feed.watermark(warehouse.delta(USER_STATES).history(1).head().userMetadata) is None
 
 
 def test_a_second_user_states_write_from_the_same_version_is_skipped(warehouse):
