@@ -10,8 +10,8 @@ this replaces reading every session of the corrected users' window with reading 
 
 The watermark only moves when every change up to the new version has reached the stays: the users the
 feed names are corrected along with the ledger's, from their first changed day. A run that cannot read
-the feed (no watermark yet, or the feed's files gone) reads the sessions as before and moves it only when
-it walked every user from the start of history.
+the feed (no watermark yet, or the feed's files gone) reads the sessions as before and writes no
+watermark, unless it walked every user from the start of history.
 """
 
 from __future__ import annotations
@@ -81,7 +81,8 @@ class SessionFeed:
 
     @staticmethod
     def _pairs(wh: Warehouse, first: int, last: int) -> DataFrame:
-        """(user, day) pairs with a change in versions ``first..last``; ``present``: a row of it stands at ``last``."""
+        """(user, day) pairs with a change in versions ``first..last``. ``present``: a row of the pair stands at
+        ``last``; false only says its changed rows do not (``since`` looks for others)."""
         changes = wh.changes(SESSIONS, first, last).where(F.col("_change_type") != "update_preimage")
         latest = changes.groupBy("session_id", *PAIR).agg(F.max_by("_change_type", "_commit_version").alias("_last"))
         standing = F.max(F.col("_last").isin("insert", "update_postimage"))
