@@ -94,12 +94,7 @@ class SessionFeed:
 
     def sessions(self, wh: Warehouse, first: date | None = None, last: date | None = None) -> DataFrame:
         """``sessions`` at the pinned version, days ``first..last``."""
-        df = wh.read_at(SESSIONS, self.version)
-        if first is not None:
-            df = df.where(F.col("session_date") >= F.lit(first))
-        if last is not None:
-            df = df.where(F.col("session_date") <= F.lit(last))
-        return df
+        return wh.read_at(SESSIONS, self.version, first, last)
 
     def session_days(self, stays: DataFrame, starts: DataFrame, built_to: date) -> DataFrame:
         """Each ``starts`` user's session days from their ``first`` to ``built_to`` (``user_key``, ``session_date``).

@@ -365,7 +365,6 @@ def _carry_forward(
         return _write(wh, changes, rows, first, last, [walk], stays, report_day=last, watermark=watermark)
     finally:
         walk.unpersist()
-        stays.release()
 
 
 def contributions(intervals: DataFrame, lo: Column, hi: date) -> DataFrame:
@@ -521,4 +520,4 @@ def _start_of_history(wh: Warehouse, first: date) -> tuple[date | None, bool]:
     if wh.read(DAILY_SNAPSHOT, first - timedelta(days=1), first - timedelta(days=1)).limit(1).count():
         return first, False
     earliest = wh.read(SESSIONS).agg(F.min("session_date")).head()[0]
-    return (earliest, True) if earliest is None or earliest < first else (first, True)
+    return (earliest if earliest is None or earliest < first else first), True

@@ -198,16 +198,12 @@ class Warehouse:
 
     def read(self, table: Table, first: date | None = None, last: date | None = None) -> DataFrame:
         """The table, pruned to partitions ``first..last`` (inclusive) when given."""
-        df = self.delta(table).toDF()
-        if first is not None:
-            df = df.where(F.col(table.partition_column) >= F.lit(first))
-        if last is not None:
-            df = df.where(F.col(table.partition_column) <= F.lit(last))
-        return df
+        return _days(self.delta(table).toDF(), table, first, last)
 
-    def read_at(self, table: Table, version: int) -> DataFrame:
-        """The table as it was at ``version`` (Delta time travel)."""
-        return self.spark.read.format("delta").option("versionAsOf", version).load(self.path(table))
+    def read_at(self, table: Table, version: int, first: date | None = None, last: date | None = None) -> DataFrame:
+        """The table as it was at ``version`` (Delta time travel), pruned like ``read``."""
+        df = self.spark.read.format("delta").option("versionAsOf", version).load(self.path(table))
+        return _days(df, table, first, last)
 
     def horizon(self) -> date | None:
         """The data's horizon: the latest received day ingested (from ``partition_map``)."""
@@ -274,7 +270,9 @@ class Warehouse:
         current = self.read_at(table, based_on)
         kept = current.join(diff.select(*key), key, "left_anti")
         rows = kept.unionByName(diff.where("_op != 'delete'").select(*names))
-        writer = rows.write.format("delta").mode("overwrite").option("txnAppId", table.name).option("txnVersion", based_on)
+        writer = (
+            rows.write.format("delta").mode("overwrite").option("txnAppId", table.name).option("txnVersion", based_on)
+        )
         if note is not None:
             writer = writer.option("userMetadata", note)
         with compiled(self.spark):
@@ -344,6 +342,15 @@ class Warehouse:
             where = f"{table.partition_column} IN ({_sql_list(due)})"
             self.delta(table).optimize().where(where).executeCompaction()
         return due
+
+
+def _days(df: DataFrame, table: Table, first: date | None, last: date | None) -> DataFrame:
+    """``df`` limited to partitions ``first..last`` (inclusive; either may be open)."""
+    if first is not None:
+        df = df.where(F.col(table.partition_column) >= F.lit(first))
+    if last is not None:
+        df = df.where(F.col(table.partition_column) <= F.lit(last))
+    return df
 
 
 def _sql_list(values: Iterable) -> str:
