@@ -145,11 +145,12 @@ def update_events(wh: Warehouse, first: date, last: date) -> EventChanges:
     for a, b in contiguous_ranges(position.stale_days):
         rebuild(wh, a, b, changes)
     absorb(wh, position.pending, changes)
+    repaired = ledger.recorded_on(ledger.partition_map_loads(wh), set(changes.repaired_days))
     for a, b in contiguous_ranges(changes.repaired_days):
         rebuild(wh, a, b, changes)
     whole_days = position.stale_days | set(changes.repaired_days)
     changes.rebuilt_days = sorted(whole_days)
-    whole = {load for load in position.source if load[0] in whole_days}
+    whole = position.whole | repaired
     merged = position.pending if changes.version is not None else set()
     versions = {load: changes.version for load in merged if load[0] not in whole_days}
     ledger.record(wh, CONSUMER, position.pending | whole, whole_days, versions)

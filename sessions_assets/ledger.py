@@ -32,10 +32,10 @@ Load = tuple[date, date, str]
 class LedgerState:
     """One consumer's position for a window of event days."""
 
-    source: set[Load] = field(default_factory=set)  # what upstream records now
     pending: set[Load] = field(default_factory=set)  # recorded, not absorbed, on days that are not stale
     stale_days: set[date] = field(default_factory=set)
-    versions: dict[Load, int] = field(default_factory=dict)  # upstream's table version that absorbed a load
+    whole: set[Load] = field(default_factory=set)  # what upstream records now on the stale days
+    versions: dict[Load, int] = field(default_factory=dict)  # upstream's table version that absorbed a pending load
 
     @property
     def up_to_date(self) -> bool:
@@ -62,25 +62,41 @@ def absorbed(wh: Warehouse, consumer: str) -> DataFrame:
     return wh.read(APPLIED_LOADS).where(F.col("consumer") == consumer)
 
 
-def state(wh: Warehouse, consumer: str, source: DataFrame, first: date | None = None, last: date | None = None) -> LedgerState:
+def state(
+    wh: Warehouse, consumer: str, source: DataFrame, first: date | None = None, last: date | None = None
+) -> LedgerState:
     """Compare ``source`` loads with what ``consumer`` absorbed, for event days ``first..last`` (default all).
 
-    ``source`` is ``partition_map`` or another consumer's ledger (whose versions come along).
+    ``source`` is ``partition_map`` or another consumer's ledger (whose versions come along). The two sides
+    are compared in Spark and only their differences collected: both grow with the history (~160 loads a
+    received day), a run's differences only with what arrived since the last run.
     """
-    # One query for both sides: at a few rows each, a Spark query's fixed cost is the whole cost.
-    tagged = _window(source, first, last).withColumn("_upstream", F.lit(True)).unionByName(
-        _window(absorbed(wh, consumer), first, last).withColumn("_upstream", F.lit(False))
+    upstream = _window(source, first, last).withColumn("_upstream", F.lit(True))
+    done = _window(absorbed(wh, consumer), first, last).select(*LOAD_COLUMNS, F.lit(True).alias("_done"))
+    differ = upstream.join(done, LOAD_COLUMNS, "full_outer").where(
+        F.col("_upstream").isNull() | F.col("_done").isNull()
     )
-    recorded: set[Load] = set()
-    done: set[Load] = set()
-    versions: dict[Load, int] = {}
-    for r in tagged.collect():
-        (recorded if r._upstream else done).add(_as_load(r))
-        if r._upstream and r.version is not None:
-            versions[_as_load(r)] = r.version
-    stale_days = {load[0] for load in done - recorded}
-    pending = {load for load in recorded - done if load[0] not in stale_days}
-    return LedgerState(recorded, pending, stale_days, versions)
+    recorded, versions, stale_days = set(), {}, set()
+    for r in differ.collect():
+        if r._upstream:
+            recorded.add(_as_load(r))
+            if r.version is not None:
+                versions[_as_load(r)] = r.version
+        else:
+            stale_days.add(r.event_date)
+    pending = {load for load in recorded if load[0] not in stale_days}
+    return LedgerState(
+        pending, stale_days, recorded_on(source, stale_days), {k: versions[k] for k in pending if k in versions}
+    )
+
+
+def recorded_on(source: DataFrame, days: set[date]) -> set[Load]:
+    """What ``source`` records on ``days`` now: the loads a whole-day rebuild of them absorbs.
+
+    Read before the rebuild reads its rows, so every load named here is in what it reads (``raw_events``
+    is written before the map that records it).
+    """
+    return _loads(source.where(F.col("event_date").isin(sorted(days))), None, None) if days else set()
 
 
 def partition_map_loads(wh: Warehouse) -> DataFrame:

@@ -509,7 +509,7 @@ def update_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineSe
     else:
         changed_days = position.stale_days | {load[0] for load in position.pending}
         changes = rebuild_snapshot(wh, min([first] + [d - one for d in changed_days]), last, settings, reads)
-    whole = {load for load in position.source if load[0] in position.stale_days}
+    whole = position.whole
     ledger.record(wh, CONSUMER, position.pending | whole, position.stale_days)
     return changes
 
