@@ -167,6 +167,22 @@ def test_events_absorb_only_the_loads_of_the_new_received_day(data_root, runner,
     assert read == {"2024-03-12"}  # the history's received days are never opened
 
 
+def test_a_ledger_position_holds_only_what_differs_from_upstream(warehouse):
+    """Pending loads (with upstream's versions), stale days, and what a whole-day rebuild of those absorbs."""
+    from sessions_assets import ledger
+
+    d1, d2, d3 = date(2024, 3, 1), date(2024, 3, 2), date(2024, 3, 3)
+    upstream = {(d1, d1, "a"), (d2, d2, "b"), (d2, d3, "c"), (d3, d3, "e"), (d3, d2, "f")}
+    ledger.record(warehouse, "up", upstream, versions={(d2, d3, "c"): 7, (d3, d2, "f"): 8})
+    ledger.record(warehouse, "me", {(d1, d1, "a"), (d2, d2, "b"), (d3, d3, "e-before")})
+    position = ledger.state(warehouse, "me", ledger.absorbed(warehouse, "up"))
+    assert position.pending == {(d2, d3, "c")}  # d3's own new load waits for its rebuild
+    assert position.versions == {(d2, d3, "c"): 7}
+    assert position.stale_days == {d3}  # "e-before" is no longer upstream
+    assert position.whole == {(d3, d3, "e"), (d3, d2, "f")}
+    assert ledger.state(warehouse, "up", ledger.absorbed(warehouse, "up")).up_to_date
+
+
 def test_a_received_day_reingested_with_fewer_events_rebuilds_its_event_days_whole(data_root, runner, warehouse):
     write_day(data_root, "2024-03-10", [segment("a", "u1", "2024-03-10 10:00")])
     write_day(data_root, "2024-03-12", [segment("b", "u1", "2024-03-10 10:10", "2024-03-12 09:00"),
