@@ -150,11 +150,11 @@ def update_events(wh: Warehouse, first: date, last: date) -> EventChanges:
         rebuild(wh, a, b, changes)
     whole_days = position.stale_days | set(changes.repaired_days)
     changes.rebuilt_days = sorted(whole_days)
-    whole = position.whole | repaired
     merged = position.pending if changes.version is not None else set()
     versions = {load: changes.version for load in merged if load[0] not in whole_days}
-    ledger.record(wh, CONSUMER, position.pending | whole, whole_days, versions)
-    changes.loads_absorbed = len(position.pending | whole)
+    loads = position.pending | position.whole | repaired
+    ledger.record(wh, CONSUMER, loads, whole_days, versions)
+    changes.loads_absorbed = len(loads)
     settings = wh.settings
     touched = {load[0] for load in position.pending}
     changes.compacted_days = wh.compact(EVENTS, touched, settings.compact_min_files, settings.compact_most_days)

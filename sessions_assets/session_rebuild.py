@@ -231,9 +231,9 @@ def update_sessions(wh: Warehouse, first: date, last: date, settings: PipelineSe
         finally:
             for df in held:
                 df.unpersist()
-    whole = position.whole
-    ledger.record(wh, CONSUMER, position.pending | whole, position.stale_days)
-    changes.loads_absorbed, changes.days_rebuilt_whole = len(position.pending | whole), tuple(sorted(position.stale_days))
+    loads = position.pending | position.whole
+    ledger.record(wh, CONSUMER, loads, position.stale_days)
+    changes.loads_absorbed, changes.days_rebuilt_whole = len(loads), tuple(sorted(position.stale_days))
     compacted = wh.compact(SESSIONS, changes.days_written, settings.compact_min_files, settings.compact_most_days)
     changes.days_compacted = tuple(compacted)
     return changes

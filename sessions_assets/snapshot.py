@@ -509,8 +509,7 @@ def update_snapshot(wh: Warehouse, first: date, last: date, settings: PipelineSe
     else:
         changed_days = position.stale_days | {load[0] for load in position.pending}
         changes = rebuild_snapshot(wh, min([first] + [d - one for d in changed_days]), last, settings, reads)
-    whole = position.whole
-    ledger.record(wh, CONSUMER, position.pending | whole, position.stale_days)
+    ledger.record(wh, CONSUMER, position.pending | position.whole, position.stale_days)
     return changes
 
 
