@@ -109,7 +109,7 @@ def backfill_request(plan: RebuildPlan, asset_graph) -> dg.RunRequest:
 @dg.sensor(
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    asset_selection=dg.AssetSelection.assets("events", "sessions").upstream(depth=0),
+    asset_selection=dg.AssetSelection.assets("events", "sessions", "daily_snapshot"),
 )
 def late_data_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
     """The dynamic partition mapping: received days -> the partitions their events touched, and neighbours."""

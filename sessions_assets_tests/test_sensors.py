@@ -11,6 +11,7 @@ from datetime import date, timedelta
 import dagster as dg
 
 from sessions_assets.definitions import build_definitions
+from sessions_assets.partitions import daily_partitions
 from sessions_assets.sensors import RECEIVED_DAYS_TAG, landing_sensor, late_data_sensor
 from sessions_assets_tests.landing import segment, write_day
 
@@ -27,6 +28,16 @@ def _requested(run_request: dg.RunRequest) -> dict[str, set[str]]:
     return {key.to_user_string(): set(subset.get_partitions_subset(key).get_partition_keys()) for key in subset.asset_keys}
 
 
+def _assert_the_daemon_accepts(sensor: dg.SensorDefinition, result: dg.SensorResult, repository) -> None:
+    """What the daemon checks before it launches anything: every requested asset is in the sensor's
+    selection, and every requested partition exists."""
+    selected = sensor.asset_selection.resolve(repository.asset_graph)
+    for run_request in result.run_requests:
+        for asset, partitions in _requested(run_request).items():
+            assert dg.AssetKey(asset) in selected, f"{asset} is requested but not in {sensor.name}'s selection"
+            assert partitions <= set(daily_partitions.get_partition_keys()), partitions
+
+
 def test_late_data_sensor_requests_the_span_of_touched_days_and_their_neighbours(data_root, runner, resources):
     write_day(data_root, R, [
         segment("a", "u1", f"{A} 10:00", f"{R} 08:00"),
@@ -36,6 +47,7 @@ def test_late_data_sensor_requests_the_span_of_touched_days_and_their_neighbours
     repository = build_definitions(resources).get_repository_def()
     context = dg.build_sensor_context(instance=runner.instance, repository_def=repository)
     result = late_data_sensor(context)
+    _assert_the_daemon_accepts(late_data_sensor, result, repository)
     [request] = result.run_requests
     assert _requested(request) == {
         "events": _days(A, B),
@@ -56,6 +68,7 @@ def test_late_data_sensor_sees_every_received_day_since_its_cursor(data_root, ru
     runner.materialize("raw_events", date(2024, 3, 22))
     repository = build_definitions(resources).get_repository_def()
     result = late_data_sensor(dg.build_sensor_context(instance=runner.instance, repository_def=repository))
+    _assert_the_daemon_accepts(late_data_sensor, result, repository)
     [request] = result.run_requests
     assert _requested(request)["events"] == _days(date(2024, 3, 1), date(2024, 3, 20))
     assert request.tags[RECEIVED_DAYS_TAG] == "2024-03-20,2024-03-22"
