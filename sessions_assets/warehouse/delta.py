@@ -1,0 +1,202 @@
+"""Reads and atomic writes of the Delta tables, and the mark each write leaves.
+
+Every write is one Delta commit: ``replaceWhere`` replaces exactly a received day, ``MERGE`` inserts,
+updates and deletes at once, an overwrite replaces a small table whole. A failed run therefore leaves a
+table at its last commit. A derived table's commit also records, in its ``userMetadata``, the version of
+its input it now reflects (``ledger.py``), and carries a Delta transaction id for that version, so two
+runs that computed the same change cannot both commit it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from delta.tables import DeltaMergeBuilder, DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sessions_assets.warehouse.storage import Storage
+from sessions_assets.warehouse.tables import Table
+
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+TXN_APP_ID, TXN_VERSION = "spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion"
+# How another process's creation of the same table shows in ours, and how long to wait for its commit.
+_CREATION_RACE = ("DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", "DELTA_TABLE_NOT_FOUND", "DELTA_PATH_EXISTS")
+CREATION_WAIT_SECONDS = 30.0
+# Delta's commit-conflict exceptions (io.delta.exceptions.*), as delta-spark raises them in Python.
+_CONFLICTS = (
+    "DeltaConcurrentModificationException", "ConcurrentWriteException", "MetadataChangedException",
+    "ProtocolChangedException", "ConcurrentAppendException", "ConcurrentDeleteReadException",
+    "ConcurrentDeleteDeleteException", "ConcurrentTransactionException",
+)  # fmt: skip
+
+
+def is_write_conflict(error: BaseException | None) -> bool:
+    """Whether ``error`` (or what caused it) is Delta refusing a commit because another one won."""
+    while error is not None:
+        if type(error).__name__ in _CONFLICTS or "io.delta.exceptions.Concurrent" in str(error)[:500]:
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+@dataclass(frozen=True)
+class Commit:
+    """What a write records with its rows: a note (``userMetadata``) and, to make it happen once, a Delta
+    transaction (application id, version): Delta skips a write whose version that id already committed,
+    and fails one that raced with it."""
+
+    note: dict | None = None
+    txn: tuple[str, int] | None = None
+
+
+class Warehouse:
+    """The tables under ``$ROOT/warehouse``, each created on first use so that readers never meet a missing one."""
+
+    def __init__(self, spark: SparkSession, storage: Storage):
+        self.spark = spark
+        self.storage = storage
+        self._ready: set[str] = set()
+
+    def uri(self, table: Table) -> str:
+        return self.storage.table_uri(table.name)
+
+    def delta(self, table: Table) -> DeltaTable:
+        if table.name not in self._ready:
+            self._create(table)
+            self._ready.add(table.name)
+        return DeltaTable.forPath(self.spark, self.uri(table))
+
+    def _create(self, table: Table) -> None:
+        """Create the table unless it exists; if another process creates it at the same moment, wait for it."""
+        builder = DeltaTable.createIfNotExists(self.spark).location(self.uri(table)).addColumns(table.schema)
+        if isinstance(table.partition, tuple):
+            name, expression = table.partition
+            builder = builder.addColumn(name, "STRING", generatedAlwaysAs=expression)
+        if table.partition:
+            builder = builder.partitionedBy(table.partition_column)
+        for key, value in table.properties:
+            builder = builder.property(key, value)
+        try:
+            builder.execute()
+        except Exception as error:  # noqa: BLE001 - re-raised below unless the table now exists
+            racing = is_write_conflict(error) or any(mark in str(error)[:500] for mark in _CREATION_RACE)
+            deadline = time.monotonic() + (CREATION_WAIT_SECONDS if racing else 0)
+            while True:
+                try:
+                    DeltaTable.forPath(self.spark, self.uri(table))
+                    return
+                except Exception:  # noqa: BLE001 - not (yet) a Delta table
+                    if time.monotonic() >= deadline:
+                        raise error from None
+                    time.sleep(0.2)
+
+    # --- reading ------------------------------------------------------------------------------------
+
+    def read(self, table: Table, version: int | None = None) -> DataFrame:
+        """The table's columns (not the generated partition column), at ``version`` if given."""
+        if version is None:
+            df = self.delta(table).toDF()
+        else:
+            self.delta(table)
+            df = self.spark.read.format("delta").option("versionAsOf", version).load(self.uri(table))
+        return df.select(*table.columns)
+
+    # The table's commits are read from its ``_delta_log`` (Delta's protocol: one JSON file per version,
+    # whose ``commitInfo`` holds the note and the operation's metrics) through the storage layer: a list and
+    # a few small reads, where Delta's history API runs Spark jobs.
+
+    def _log(self, table: Table) -> str:
+        self.delta(table)
+        return f"{self.storage.path_of(self.uri(table))}/_delta_log"
+
+    def versions(self, table: Table) -> list[int]:
+        """The versions whose commit files the log holds, oldest first."""
+        names = (name.rsplit("/", 1)[-1] for name in self.storage.fs.ls(self._log(table), detail=False))
+        return sorted(int(name[:-5]) for name in names if name.endswith(".json") and name[:-5].isdigit())
+
+    def version(self, table: Table) -> int:
+        return self.versions(table)[-1]
+
+    def commit_info(self, table: Table, version: int) -> dict:
+        """The ``commitInfo`` of one version: ``operation``, ``operationMetrics``, ``userMetadata``, ..."""
+        text = self.storage.fs.cat_file(f"{self._log(table)}/{version:020d}.json").decode()
+        return next((json.loads(line)["commitInfo"] for line in text.splitlines() if '"commitInfo"' in line), {})
+
+    def notes(self, table: Table, limit: int) -> Iterator[tuple[int, dict]]:
+        """The notes of the latest ``limit`` commits, newest first (commits without one left out)."""
+        for version in reversed(self.versions(table)[-limit:]):
+            try:
+                yield version, json.loads(self.commit_info(table, version).get("userMetadata") or "")
+            except ValueError:
+                continue
+
+    def change_feed(self, table: Table, first: int, last: int) -> DataFrame:
+        """Rows changed by versions ``first..last``, with ``_change_type`` (Delta's change data feed)."""
+        self.delta(table)
+        return (
+            self.spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", first)
+            .option("endingVersion", last).load(self.uri(table)).select(*table.columns, "_change_type")
+        )  # fmt: skip
+
+    # --- writing ------------------------------------------------------------------------------------
+
+    def _prepared(self, table: Table, rows: DataFrame) -> DataFrame:
+        """Rows in the table's column order, a file per physical partition, sorted for file statistics."""
+        rows = rows.select(*table.columns)
+        if table.partition:
+            rows = rows.repartition(F.expr(table.partition[1]) if isinstance(table.partition, tuple) else table.partition)
+        else:
+            rows = rows.coalesce(1)
+        return rows.sortWithinPartitions(*table.sort_by) if table.sort_by else rows
+
+    def replace_where(self, table: Table, rows: DataFrame, condition: str, commit: Commit = Commit()) -> None:
+        """Make the rows matching ``condition`` exactly ``rows``, in one commit."""
+        self.delta(table)
+        self._writer(self._prepared(table, rows), commit).option("replaceWhere", condition).save(self.uri(table))
+
+    def overwrite(self, table: Table, rows: DataFrame, commit: Commit = Commit()) -> None:
+        """Replace the whole table with ``rows``, in one commit."""
+        self.delta(table)
+        self._writer(self._prepared(table, rows), commit).save(self.uri(table))
+
+    def append(self, table: Table, rows: DataFrame, commit: Commit = Commit()) -> None:
+        self.delta(table)
+        self._writer(self._prepared(table, rows), commit, mode="append").save(self.uri(table))
+
+    def _writer(self, rows: DataFrame, commit: Commit, mode: str = "overwrite"):
+        writer = rows.write.format("delta").mode(mode)
+        if commit.note is not None:
+            writer = writer.option("userMetadata", json.dumps(commit.note, sort_keys=True))
+        if commit.txn is not None:
+            writer = writer.option("txnAppId", commit.txn[0]).option("txnVersion", commit.txn[1])
+        return writer
+
+    def merge(
+        self, table: Table, source: DataFrame, condition: str, clauses: Callable[[DeltaMergeBuilder], DeltaMergeBuilder],
+        commit: Commit = Commit(),
+    ) -> None:
+        """One ``MERGE`` of ``source`` (alias ``s``) into the table (alias ``t``)."""
+        merge = clauses(self.delta(table).alias("t").merge(source.alias("s"), condition))
+        with self._session_commit(commit):
+            merge.execute()
+
+    @contextmanager
+    def _session_commit(self, commit: Commit) -> Iterator[None]:
+        """A ``MERGE`` takes its note and transaction from the session's configuration, for its one commit."""
+        settings = {}
+        if commit.note is not None:
+            settings[USER_METADATA] = json.dumps(commit.note, sort_keys=True)
+        if commit.txn is not None:
+            settings.update({TXN_APP_ID: commit.txn[0], TXN_VERSION: str(commit.txn[1])})
+        for key, value in settings.items():
+            self.spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key in settings:
+                self.spark.conf.unset(key)

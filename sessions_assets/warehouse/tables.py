@@ -1,0 +1,121 @@
+"""The Delta tables under ``$ROOT/warehouse``: their columns and how each is laid out on disk.
+
+The Dagster partitions are days; the files are not. A received day is written once as a whole, so the
+landing tables keep a partition per received day. ``events`` and ``sessions`` are partitioned by month,
+through a column Delta generates from the date, so a reader's filter on ``event_date`` or
+``session_date`` prunes months by itself and file statistics skip the rest; a run that touches a hundred
+days of a late tail writes a file per month, not per day. ``sessions`` has deletion vectors: renumbering
+a late user's sessions marks a few rows instead of rewriting every file that holds one. The small tables
+are one file each, rewritten whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import types as T
+
+_TYPES = {
+    "string": T.StringType(), "timestamp": T.TimestampType(), "date": T.DateType(), "long": T.LongType(),
+    "boolean": T.BooleanType(), "double": T.DoubleType(), "int": T.IntegerType(),
+}  # fmt: skip
+
+CHANGE_FEED = ("delta.enableChangeDataFeed", "true")
+DELETION_VECTORS = ("delta.enableDeletionVectors", "true")
+
+
+def _schema(columns: str) -> T.StructType:
+    """``"name type, ..."`` -> StructType (tables are declared at import, before any Spark session)."""
+    return T.StructType([T.StructField(n, _TYPES[t]) for n, t in (c.split() for c in columns.split(","))])
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    schema: T.StructType
+    # The physical partition column: a column of the schema, or (name, SQL expression) that Delta generates.
+    partition: str | tuple[str, str] | None = None
+    # Rows are sorted by these inside each written file, so file statistics skip what a filter excludes.
+    sort_by: tuple[str, ...] = ()
+    properties: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def columns(self) -> list[str]:
+        return self.schema.fieldNames()
+
+    @property
+    def partition_column(self) -> str | None:
+        return self.partition[0] if isinstance(self.partition, tuple) else self.partition
+
+
+def _monthly(column: str) -> tuple[str, str]:
+    return f"{column[: -len('_date')]}_month", f"date_format({column}, 'yyyy-MM')"
+
+
+# What a session is drawn from, as parsed from each line.
+_ATTRIBUTES = (
+    "page_path string, referrer string, utm_source string, utm_medium string, utm_campaign string, "
+    "user_agent string, device_class string, device_type string"
+)
+
+RAW_EVENTS = Table(
+    "raw_events",
+    _schema(
+        "message_id string, message_hash long, type string, event string, user_id string, anonymous_id string, "
+        "user_key string, "
+        f"timestamp timestamp, received_at timestamp, event_date date, {_ATTRIBUTES}, source_file string, "
+        "payload string, received_date date"
+    ),
+    partition="received_date",
+    properties=(CHANGE_FEED,),
+)
+REJECTED_EVENTS = Table(
+    "rejected_events",
+    _schema("payload string, reason string, detail string, source_file string, received_date date"),
+    partition="received_date",
+)
+PARTITION_MAP = Table(
+    "partition_map",
+    _schema("received_date date, event_date date, events long"),
+    sort_by=("received_date", "event_date"),
+)
+EVENTS = Table(
+    "events",
+    _schema(
+        "message_id string, message_hash long, user_key string, user_id string, anonymous_id string, type string, "
+        f"event string, timestamp timestamp, received_at timestamp, received_date date, {_ATTRIBUTES}, event_date date"
+    ),
+    partition=_monthly("event_date"),
+    sort_by=("event_date", "user_key", "timestamp"),
+    properties=(CHANGE_FEED,),
+)
+SESSIONS = Table(
+    "sessions",
+    _schema(
+        "session_id string, user_key string, session_number long, session_start timestamp, session_end timestamp, "
+        "duration_seconds double, num_events long, page_views long, first_event string, last_event string, "
+        "landing_path string, exit_path string, referrer string, utm_source string, utm_medium string, "
+        "utm_campaign string, device_type string, ended_by_cap boolean, session_date date"
+    ),
+    partition=_monthly("session_date"),
+    sort_by=("session_date", "user_key", "session_start"),
+    properties=(CHANGE_FEED, DELETION_VECTORS),
+)
+# Transition totals per (day, state), future days included: what the snapshot is summed from.
+LIFECYCLE = Table(
+    "lifecycle",
+    _schema("day date, state string, entered long, exited long, began_exited long"),
+    sort_by=("day", "state"),
+)
+DAILY_SNAPSHOT = Table(
+    "daily_snapshot",
+    _schema(
+        "snapshot_date date, state string, users_on_hand long, users_entered long, users_exited long, "
+        "avg_days_in_state double, sum_days_in_state long"
+    ),
+    sort_by=("snapshot_date", "state"),
+)
+# Each user agent seen, classified once (``engine/devices.py`` is slow per agent).
+USER_AGENTS = Table("user_agents", _schema("user_agent string, device_class string"), sort_by=("user_agent",))
+
+ALL = (RAW_EVENTS, REJECTED_EVENTS, PARTITION_MAP, EVENTS, SESSIONS, LIFECYCLE, DAILY_SNAPSHOT, USER_AGENTS)
