@@ -1,0 +1,237 @@
+"""A realistic, deterministic sample landing zone in Segment's format (``sessions-assets generate``).
+
+People visit in bursts, some across midnight, on the web (pages with paths, referrers, campaigns on some
+landings, a browser's user agent) or in a mobile app (``context.device.type``, no user agent); two bots
+never pause for 30 minutes. Most events arrive within a minute, some days later, a tail weeks or months
+later. Some are delivered twice: the same line again, or a retried request whose copy carries a shifted
+``timestamp`` (sometimes across midnight, sometimes received before the original). A few come from "the
+future", and some lines are broken. Same arguments, same bytes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta, timezone
+
+from sessions_assets.warehouse.storage import Storage
+
+# Lateness profile: share of events and the delay range each class is received with.
+ON_TIME = (0.90, timedelta(seconds=1), timedelta(minutes=1))
+DAYS_LATE = (0.07, timedelta(hours=2), timedelta(days=3))
+MONTHS_LATE = (0.03, timedelta(days=7), timedelta(days=120))
+DUPLICATE_RATE = 0.03
+FUTURE_LINES_PER_DAY = 2
+BOTS = ("bot-1", "bot-2")
+TRACKS = ("Product Viewed", "Product Added", "Checkout Started", "Order Completed", "Signed Up")
+PATHS = ("/", "/pricing", "/docs", "/blog/late-data", "/products/a", "/products/b", "/cart", "/checkout")
+REFERRERS = ("https://www.google.com/", "https://news.ycombinator.com/", "https://twitter.com/", None, None)
+CAMPAIGNS = (
+    {"source": "newsletter", "medium": "email", "name": "autumn"},
+    {"source": "google", "medium": "cpc", "name": "brand"},
+    {"source": "partner", "medium": "referral"},
+)
+AGENTS = {
+    "desktop": "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36",
+    "mac": "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_4) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Safari/605.1.15",
+    "phone": "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1",
+    "android": "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Mobile Safari/537.36",
+    "tablet": "Mozilla/5.0 (iPad; CPU OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1",
+}  # fmt: skip
+APPS = ("ios", "android")
+
+
+@dataclass
+class GenerateSummary:
+    received_days: list[str]
+    files: int = 0
+    lines: int = 0
+    kinds: Counter = field(default_factory=Counter)
+
+    def __str__(self) -> str:
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.kinds.items()))
+        return (
+            f"Generated {self.lines} lines in {self.files} files for received days "
+            f"{self.received_days[0]} .. {self.received_days[-1]} ({kinds})."
+        )
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Visitor:
+    user: str
+    anonymous: bool  # sends only anonymousId
+    device: str  # a key of AGENTS (web) or of APPS (mobile app)
+
+
+def _message(rng: random.Random, who: Visitor, at: datetime, received: datetime, landing: bool) -> dict:
+    """One Segment call: a page view or a track event, with the context its library sends."""
+    kind = "page" if landing or rng.random() < 0.5 else rng.choice(("track", "track", "track", "identify"))
+    message = {
+        "messageId": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        "type": kind,
+        "userId": "" if who.anonymous else who.user,
+        "anonymousId": f"anon-{who.user}",
+        "timestamp": _iso(at),
+        "sentAt": _iso(min(received, at + timedelta(seconds=rng.randint(0, 30)))),
+        "receivedAt": _iso(received),
+        "properties": {},
+        "context": {"ip": f"10.0.{rng.randint(0, 255)}.{rng.randint(1, 254)}"},
+    }
+    if kind == "track":
+        message["event"] = rng.choice(TRACKS)
+    if who.device in APPS:
+        message["context"] |= {"library": {"name": f"analytics-{who.device}"}, "device": {"type": who.device}}
+        if kind == "page":
+            message["type"], message["name"] = "screen", rng.choice(("Home", "Cart", "Product"))
+        return message
+    message["context"] |= {"library": {"name": "analytics.js"}, "userAgent": AGENTS[who.device]}
+    if kind == "page":
+        path = "/" if landing and rng.random() < 0.5 else rng.choice(PATHS)
+        page = {"path": path, "url": f"https://shop.example{path}", "title": path.strip("/") or "Home"}
+        referrer = rng.choice(REFERRERS) if landing else None
+        if referrer:
+            page["referrer"] = referrer
+        message["context"]["page"] = page
+        if landing and rng.random() < 0.3:
+            message["context"]["campaign"] = dict(rng.choice(CAMPAIGNS))
+    return message
+
+
+def _delay(rng: random.Random) -> tuple[str, timedelta]:
+    roll = rng.random()
+    for name, (share, low, high) in (("on_time", ON_TIME), ("days_late", DAYS_LATE)):
+        if roll < share:
+            return name, low + (high - low) * rng.random()
+        roll -= share
+    _, low, high = MONTHS_LATE
+    return "months_late", low + (high - low) * rng.random()
+
+
+def _bursts(rng: random.Random, first: date, last: date) -> list[list[datetime]]:
+    """A person: on some days, one to three bursts of events seconds to minutes apart."""
+    bursts, day = [], first
+    while day <= last:
+        if rng.random() < 0.45:
+            for _ in range(rng.randint(1, 3)):
+                moment = datetime.combine(day, time(0), timezone.utc) + timedelta(minutes=rng.randint(0, 24 * 60 - 1))
+                burst = []
+                for _ in range(rng.randint(1, 12)):
+                    burst.append(moment)
+                    moment += timedelta(seconds=rng.randint(10, 600))
+                bursts.append(burst)
+        day += timedelta(days=1)
+    return bursts
+
+
+def _bot(rng: random.Random, first: date, hours: int) -> list[list[datetime]]:
+    """A bot: an event every 1-10 minutes, never a 30-minute pause, for ``hours`` hours."""
+    moment = datetime.combine(first, time(6), timezone.utc)
+    end, times = moment + timedelta(hours=hours), []
+    while moment < end:
+        times.append(moment)
+        moment += timedelta(minutes=rng.randint(1, 10))
+    return [times]
+
+
+def _broken_lines(rng: random.Random, received: datetime) -> list[tuple[str, str]]:
+    good = json.dumps(_message(rng, Visitor("u-broken", False, "desktop"), received - timedelta(minutes=5), received, True))
+    return [
+        ("malformed", good[: rng.randint(5, len(good) - 5)]),  # truncated
+        ("malformed", "[1, 2, 3]"),
+        ("incomplete", json.dumps({**json.loads(good), "messageId": ""})),
+        ("incomplete", json.dumps({**json.loads(good), "userId": None, "anonymousId": None})),
+        ("incomplete", json.dumps({**json.loads(good), "timestamp": "last tuesday"})),
+        ("incomplete", json.dumps({k: v for k, v in json.loads(good).items() if k != "receivedAt"})),
+    ]
+
+
+def generate_landing_zone(
+    data_root: str, days: int = 14, users: int = 200, seed: int = 7, end_date: date | None = None
+) -> GenerateSummary:
+    """Write ``landing/received_date=YYYY-MM-DD/*`` under ``data_root`` (a path or a URI): two files a day, one
+    day's second file gzipped, another's named ``.json``."""
+    rng = random.Random(seed)
+    last = end_date or (datetime.now(timezone.utc).date() - timedelta(days=1))
+    first = last - timedelta(days=days - 1)
+    horizon = datetime.combine(last + timedelta(days=1), time(0), timezone.utc)
+    history = first - timedelta(days=90)  # device history older than the landing zone, for the late tail
+    by_day: dict[date, list[str]] = {first + timedelta(days=i): [] for i in range(days)}
+    summary = GenerateSummary([d.isoformat() for d in by_day])
+
+    def deliver(message: dict, received: datetime, kind: str) -> None:
+        if received < horizon and received.date() >= first:
+            by_day[received.date()].append(json.dumps({**message, "receivedAt": _iso(received)}))
+            summary.kinds[kind] += 1
+
+    devices = [*AGENTS, *AGENTS, *APPS]
+    visitors = [Visitor(f"user-{i:04d}", rng.random() < 0.15, rng.choice(devices)) for i in range(users)]
+    streams = [(v, _bursts(rng, history, last)) for v in visitors]
+    streams += [(Visitor(bot, False, "desktop"), _bot(rng, first + timedelta(days=i), 60)) for i, bot in enumerate(BOTS)]
+    for visitor, bursts in streams:
+        for burst in bursts:
+            for n, at in enumerate(burst):
+                kind, delay = _delay(rng)
+                received = at + delay
+                message = _message(rng, visitor, at, received, landing=n == 0)
+                deliver(message, received, kind)
+                if rng.random() < DUPLICATE_RATE:
+                    _redeliver(rng, message, at, received, deliver)
+
+    for day, lines in by_day.items():
+        noon = datetime.combine(day, time(12), timezone.utc)
+        for i in range(FUTURE_LINES_PER_DAY):
+            received = noon + timedelta(minutes=37 * i)
+            who = Visitor(f"user-{rng.randrange(users):04d}", False, "desktop")
+            lines.append(json.dumps(_message(rng, who, received + timedelta(hours=rng.randint(2, 48)), received, False)))
+            summary.kinds["future_dated"] += 1
+        if day == first + timedelta(days=days // 2):
+            ancient = _message(rng, Visitor("user-0000", False, "desktop"), noon - timedelta(days=500), noon, False)
+            lines.append(json.dumps(ancient))
+            summary.kinds["too_old"] += 1
+        for kind, line in _broken_lines(rng, noon):
+            lines.append(line)
+            summary.kinds[kind] += 1
+    _write(Storage(data_root), rng, by_day, summary)
+    return summary
+
+
+def _redeliver(rng: random.Random, message: dict, at: datetime, received: datetime, deliver) -> None:
+    """A copy of the message: the same line later, or a retried request with its own ``timestamp``
+    (seconds off, across midnight when near it), received later or, now and then, before the original."""
+    roll = rng.random()
+    if roll < 0.5:
+        deliver(message, received + timedelta(hours=rng.randint(1, 72)), "duplicates")
+        return
+    shift = timedelta(seconds=rng.randint(1, 90)) * (1 if at.minute % 2 else -1)
+    midnight = datetime.combine(at.date() + timedelta(days=at.hour >= 12), time(0), timezone.utc)
+    if rng.random() < 0.25 and abs(midnight - at) < timedelta(minutes=45):  # a device clock off by minutes
+        shift = midnight - at + timedelta(seconds=rng.randint(1, 30)) * (1 if midnight > at else -1)
+    copy = {**message, "timestamp": _iso(at + shift), "sentAt": _iso(at + shift)}
+    copy_received = received - timedelta(seconds=rng.randint(1, 20)) if roll < 0.7 else received + timedelta(hours=rng.randint(1, 48))
+    deliver(copy, copy_received, "shifted_copies")
+
+
+def _write(storage: Storage, rng: random.Random, by_day: dict[date, list[str]], summary: GenerateSummary) -> None:
+    for index, (day, lines) in enumerate(sorted(by_day.items())):
+        rng.shuffle(lines)
+        half = len(lines) // 2
+        parts = [("part-0000.jsonl", lines[:half]), ("part-0001.jsonl", lines[half:])]
+        if index == 1:
+            parts[1] = ("part-0001.jsonl.gz", lines[half:])
+        if index == 2:
+            parts[1] = ("part-0001.json", lines[half:])
+        for name, part in parts:
+            payload = "".join(line + "\n" for line in part).encode()
+            if name.endswith(".gz"):
+                payload = gzip.compress(payload, mtime=0)
+            storage.write(f"{storage.folder(day)}/{name}", payload)
+            summary.files += 1
+            summary.lines += len(part)

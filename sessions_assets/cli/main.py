@@ -1,0 +1,166 @@
+"""``sessions-assets``: generate a sample landing zone, process it through Dagster, say what is due, repair days.
+
+    sessions-assets generate --data-root DIR [--days N] [--users N] [--seed S]
+    sessions-assets run      --data-root DIR
+    sessions-assets status   --data-root DIR
+    sessions-assets repair   --data-root DIR --from DAY [--to DAY] [--tables events,sessions,daily_snapshot]
+
+Runs are recorded in the Dagster instance at ``$DAGSTER_HOME`` (default ``DIR/dagster_home``), so the UI
+shows them and a second ``run`` finds nothing to do. Errors a user can cause are one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from datetime import date
+
+from sessions_assets.cli.runner import REFRESHED
+
+
+def _storage(args: argparse.Namespace, landing: bool = True):
+    from sessions_assets.warehouse.storage import Storage
+
+    storage = Storage(args.data_root)
+    if not storage.root_exists():
+        raise SystemExit(f"sessions-assets: no data root at {storage.root} (give --data-root or SESSIONS_DATA_ROOT)")
+    if landing and not storage.landing_exists():
+        raise SystemExit(f"sessions-assets: no landing zone at {storage.landing} (received days go in landing/received_date=YYYY-MM-DD/)")
+    return storage
+
+
+def generate(args: argparse.Namespace) -> int:
+    from sessions_assets.cli.generate import generate_landing_zone
+
+    print(generate_landing_zone(args.data_root, days=args.days, users=args.users, seed=args.seed))
+    return 0
+
+
+def _ingest_line(day: date, metadata: dict) -> str:
+    raw, rejected, mapped = metadata["raw_events"], metadata["rejected_events"], metadata["partition_map"]
+    reasons = ", ".join(f"{n} {r}" for r, n in sorted(rejected["reasons"].items())) or "none"
+    skipped = [f"{f['file']} ({f['skipped']})" for f in raw["files"] if f.get("skipped")]
+    days = mapped["event_days"]
+    span = f"{days[0]}..{days[-1]} ({len(days)})" if days else "none"
+    line = f"- {day}: {raw['lines']} lines, {raw['accepted']} accepted, rejected: {reasons}; event days {span}"
+    return line + (f"; files not read: {', '.join(skipped)}" if skipped else "")
+
+
+def _refresh_line(metadata: dict) -> str:
+    parts = []
+    for asset in REFRESHED:
+        m = metadata.get(asset, {})
+        counts = ", ".join(f"{k} {v}" for k, v in m.items() if isinstance(v, int) and k != "input_version_absorbed")
+        parts.append(f"{asset} {m.get('refresh', '?')}" + (f" ({counts})" if counts else ""))
+    return "- refresh: " + "; ".join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    from sessions_assets.cli.runner import Runner, RunFailed, open_instance
+    from sessions_assets.defs import planning
+    from sessions_assets.defs.resources import resources
+    from sessions_assets.settings import Settings
+
+    started = time.monotonic()
+    storage = _storage(args)
+    with open_instance(args.data_root) as instance:
+        landing = planning.landing(instance, storage)
+        for line in landing.describe_ignored():
+            print(f"Skipped landing folder {line}")
+        due = planning.refresh_due(instance)
+        if not landing.due and due is None:
+            print(f"Nothing to do: every received day under {storage.landing} is processed.")
+            return 0
+        print(f"{len(landing.due)} received day(s) to ingest" + (", then a refresh" if landing.due or due else ""), flush=True)
+        runner = Runner(instance, resources(Settings.from_env(data_root=args.data_root)))
+        try:
+            for day, _ in landing.due:
+                print(_ingest_line(day, runner.ingest(day).metadata), flush=True)
+            due = planning.refresh_due(instance)
+            if due is not None:
+                print(f"- {due.refresh.describe()}", flush=True)
+                print(_refresh_line(runner.refresh(due).metadata))
+        except RunFailed as failure:
+            print(f"sessions-assets: {failure}", file=sys.stderr)
+            return 1
+    print(f"Done in {time.monotonic() - started:.0f}s. Tables under {storage.root}/warehouse.")
+    return 0
+
+
+def status(args: argparse.Namespace) -> int:
+    from sessions_assets.cli.runner import open_instance
+    from sessions_assets.defs import planning
+
+    storage = _storage(args)
+    with open_instance(args.data_root) as instance:
+        landing = planning.landing(instance, storage)
+        due = planning.refresh_due(instance)
+        print(f"received days to ingest: {', '.join(d.isoformat() for d, _ in landing.due) or 'none'}")
+        print(f"refresh due: {due.refresh.describe() if due else 'no'}")
+        for line in landing.describe_ignored():
+            print(f"skipped landing folder {line}")
+    return 0
+
+
+def repair(args: argparse.Namespace) -> int:
+    from sessions_assets.cli.runner import Runner, RunFailed, open_instance
+    from sessions_assets.defs.resources import resources
+    from sessions_assets.settings import Settings
+
+    tables = set(args.tables.split(","))
+    if not tables <= set(REFRESHED):
+        raise SystemExit(f"sessions-assets: --tables takes {', '.join(REFRESHED)}")
+    first, last = args.first, args.last or args.first
+    _storage(args, landing=False)
+    with open_instance(args.data_root) as instance:
+        runner = Runner(instance, resources(Settings.from_env(data_root=args.data_root)))
+        try:
+            print(_refresh_line(runner.refresh(rebuild=(first, last, tables)).metadata))
+        except RunFailed as failure:
+            print(f"sessions-assets: {failure}", file=sys.stderr)
+            return 1
+    return 0
+
+
+def _day(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a day (YYYY-MM-DD)") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="sessions-assets", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    root = {"default": os.environ.get("SESSIONS_DATA_ROOT", "data"), "help": "the data root (SESSIONS_DATA_ROOT)"}
+    gen = sub.add_parser("generate", help="write a realistic sample landing zone")
+    gen.add_argument("--data-root", **root)
+    gen.add_argument("--days", type=int, default=14)
+    gen.add_argument("--users", type=int, default=200)
+    gen.add_argument("--seed", type=int, default=7)
+    gen.set_defaults(func=generate)
+    for name, func, text in (("run", run, "ingest every new or changed received day, then refresh what it touched"),
+                             ("status", status, "what the next run would do")):  # fmt: skip
+        command = sub.add_parser(name, help=text)
+        command.add_argument("--data-root", **root)
+        command.set_defaults(func=func)
+    fix = sub.add_parser("repair", help="recompute chosen days of the derived tables whole from their inputs")
+    fix.add_argument("--data-root", **root)
+    fix.add_argument("--from", dest="first", type=_day, required=True)
+    fix.add_argument("--to", dest="last", type=_day)
+    fix.add_argument("--tables", default=",".join(REFRESHED))
+    fix.set_defaults(func=repair)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except SystemExit as stop:
+        if isinstance(stop.code, str):
+            print(stop.code, file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""The derived assets: each brings its table up to date with its input, or repairs the run's partitions.
+
+A run covers a range of days (``partitions.Refresh``, or a backfill from the UI); whatever it covers, each
+asset applies every change its input has that it has not absorbed yet (``warehouse/refresh.py``), so a
+re-run changes nothing. With ``rebuild: true`` in the run config it also recomputes the run's partitions
+whole from their inputs, the way to repair days whatever happened to them.
+"""
+
+
+from datetime import date
+
+import dagster as dg
+from dagster_pyspark import LazyPySparkResource
+
+from sessions_assets.defs.ingest import POOL, retry_on_conflict
+from sessions_assets.defs.partitions import ANY_RECEIVED_DAY, SAME_DAY, SESSION_NEIGHBOURS, bounds, daily
+from sessions_assets.defs.resources import PipelineResource
+from sessions_assets.warehouse.refresh import Refreshed, refresh_events, refresh_sessions, refresh_snapshot
+
+SINGLE_RUN = dg.BackfillPolicy.single_run()
+NUMBERING_CHECK = "session_numbers_run_without_gaps"
+
+
+class RefreshConfig(dg.Config):
+    rebuild: bool = False  # recompute the run's partitions whole from their inputs (a repair)
+
+
+def _days(context: dg.AssetExecutionContext) -> tuple[date, date]:
+    keys = context.partition_key_range
+    return date.fromisoformat(keys.start), date.fromisoformat(keys.end)
+
+
+def _results(context: dg.AssetExecutionContext, done: Refreshed, **result):
+    """A materialization of each other partition whose rows changed, then the run's own result."""
+    own, (lo, hi) = set(context.partition_keys), bounds()
+    for day, rows in sorted(done.days.items()):
+        if day.isoformat() not in own and lo <= day <= hi:
+            yield dg.AssetMaterialization(context.asset_key, partition=day.isoformat(), metadata={"rows_changed": rows})
+    yield dg.MaterializeResult(
+        metadata={
+            "refresh": done.how,
+            "input_version_absorbed": done.absorbed if done.absorbed is not None else -1,
+            **done.counts,
+            "days_changed": len(done.days),
+            **{name: _table(rows) for name, rows in done.tables.items()},
+        },
+        **result,
+    )
+
+
+def _table(rows: list[dict]) -> dg.MetadataValue:
+    """Rows as a table the UI renders."""
+    columns = list(rows[0]) if rows else ["value"]
+    schema = dg.TableSchema(columns=[dg.TableColumn(c, "int" if rows and isinstance(rows[0][c], int) else "string")
+                                     for c in columns])  # fmt: skip
+    return dg.MetadataValue.table([dg.TableRecord(row) for row in rows], schema=schema)
+
+
+def _run(context: dg.AssetExecutionContext, step) -> Refreshed:
+    try:
+        return step()
+    except Exception as error:  # noqa: BLE001 - conflicts retry, the rest fail the run
+        retry_on_conflict(context, error)
+
+
+@dg.asset(
+    partitions_def=daily,
+    deps=[dg.AssetDep("raw_events", partition_mapping=ANY_RECEIVED_DAY),
+          dg.AssetDep("partition_map", partition_mapping=ANY_RECEIVED_DAY)],  # fmt: skip
+    backfill_policy=SINGLE_RUN,
+    group_name="sessions",
+    pool=POOL,
+)
+def events(context: dg.AssetExecutionContext, config: RefreshConfig, spark: LazyPySparkResource, pipeline: PipelineResource):
+    """Accepted events by event day, one row per ``messageId``: the first-received copy, wherever it landed."""
+    wh = pipeline.warehouse(spark)
+    done = _run(context, lambda: refresh_events(wh, _days(context) if config.rebuild else None))
+    yield from _results(context, done)
+
+
+@dg.asset(
+    partitions_def=daily,
+    deps=[dg.AssetDep(events, partition_mapping=SESSION_NEIGHBOURS)],
+    backfill_policy=SINGLE_RUN,
+    group_name="sessions",
+    pool=POOL,
+    check_specs=[dg.AssetCheckSpec(NUMBERING_CHECK, asset="sessions",
+                                   description="Each user written has sessions numbered 1..n in start order.")],  # fmt: skip
+)
+def sessions(context: dg.AssetExecutionContext, config: RefreshConfig, spark: LazyPySparkResource, pipeline: PipelineResource):
+    """Sessions by start day (30-minute gap, 24-hour cap), numbered per user, with landing page, source and
+    device: only the chains that changed are recomputed."""
+    wh = pipeline.warehouse(spark)
+    done = _run(context, lambda: refresh_sessions(wh, pipeline.settings, _days(context) if config.rebuild else None))
+    gaps = done.counts.pop("users_misnumbered", 0)
+    check = dg.AssetCheckResult(
+        check_name=NUMBERING_CHECK, passed=gaps == 0,
+        metadata={"users_checked": done.counts.get("users_written", 0), "users_misnumbered": gaps, "expected": 0},
+    )  # fmt: skip
+    yield from _results(context, done, check_results=[check])
+
+
+@dg.asset(
+    partitions_def=daily,
+    deps=[dg.AssetDep(sessions, partition_mapping=SAME_DAY)],
+    backfill_policy=SINGLE_RUN,
+    group_name="sessions",
+    pool=POOL,
+)
+def daily_snapshot(
+    context: dg.AssetExecutionContext, config: RefreshConfig, spark: LazyPySparkResource, pipeline: PipelineResource
+):
+    """Users on hand per lifecycle state at the end of each day, up to the latest received day."""
+    wh = pipeline.warehouse(spark)
+    done = _run(context, lambda: refresh_snapshot(wh, pipeline.settings, repair=config.rebuild))
+    yield from _results(context, done)
+

@@ -1,0 +1,61 @@
+"""Asset checks over whole tables: the invariants a full recompute satisfies. They scan every row, so they
+run from the daily checks schedule or the UI, not in each refresh (which checks the numbers it wrote)."""
+
+
+import dagster as dg
+from dagster_pyspark import LazyPySparkResource
+from pyspark.sql import DataFrame
+
+from sessions_assets.defs.resources import PipelineResource
+from sessions_assets.engine import invariants
+from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, EVENTS, SESSIONS
+
+
+def _result(violations: DataFrame, description: str, **metadata) -> dg.AssetCheckResult:
+    """Passed when ``violations`` is empty; the count and a sample in the metadata."""
+    sample = [{k: str(v) for k, v in row.asDict().items()} for row in violations.limit(5).collect()]
+    count = violations.count() if sample else 0
+    return dg.AssetCheckResult(
+        passed=count == 0, description=description,
+        metadata={"violations": count, "expected": 0, "sample": dg.MetadataValue.json(sample), **metadata},
+    )  # fmt: skip
+
+
+@dg.asset_check(asset="sessions", description="No two sessions of a user overlap, in any partition.")
+def sessions_do_not_overlap(spark: LazyPySparkResource, pipeline: PipelineResource) -> dg.AssetCheckResult:
+    sessions = pipeline.warehouse(spark).read(SESSIONS)
+    return _result(invariants.overlapping_sessions(sessions), "sessions overlapping an earlier one of their user")
+
+
+@dg.asset_check(asset="sessions", description="No session lasts longer than max_session_hours.")
+def sessions_within_cap(spark: LazyPySparkResource, pipeline: PipelineResource) -> dg.AssetCheckResult:
+    sessions = pipeline.warehouse(spark).read(SESSIONS)
+    hours = pipeline.settings.max_session_hours
+    return _result(invariants.overlong_sessions(sessions, pipeline.settings), "sessions over the cap", max_hours=hours)
+
+
+@dg.asset_check(asset="sessions", description="Every user's sessions are numbered 1..n in start order.")
+def sessions_numbered_in_order(spark: LazyPySparkResource, pipeline: PipelineResource) -> dg.AssetCheckResult:
+    sessions = pipeline.warehouse(spark).read(SESSIONS)
+    return _result(invariants.misnumbered_sessions(sessions), "sessions numbered out of their start order")
+
+
+@dg.asset_check(asset="sessions", description="Each user's sessions count exactly their events.")
+def sessions_count_every_event(spark: LazyPySparkResource, pipeline: PipelineResource) -> dg.AssetCheckResult:
+    wh = pipeline.warehouse(spark)
+    return _result(invariants.uncounted_events(wh.read(SESSIONS), wh.read(EVENTS)), "users whose events and sessions disagree")
+
+
+@dg.asset_check(asset="daily_snapshot", description="Each day, the users on hand are the users seen so far.")
+def snapshot_counts_every_user(spark: LazyPySparkResource, pipeline: PipelineResource) -> dg.AssetCheckResult:
+    wh = pipeline.warehouse(spark)
+    violations = invariants.unbalanced_snapshot_days(wh.read(DAILY_SNAPSHOT), wh.read(SESSIONS))
+    return _result(violations, "snapshot days that lose or invent users")
+
+
+CHECKS = [sessions_do_not_overlap, sessions_within_cap, sessions_numbered_in_order, sessions_count_every_event,
+          snapshot_counts_every_user]  # fmt: skip
+daily_checks = dg.ScheduleDefinition(
+    name="daily_checks", job=dg.define_asset_job("checks_job", selection=dg.AssetSelection.checks(*CHECKS)),
+    cron_schedule="0 6 * * *", execution_timezone="UTC", default_status=dg.DefaultScheduleStatus.RUNNING,
+)

@@ -1,0 +1,110 @@
+"""The two resources every asset takes: Spark (with Delta) and the pipeline's settings.
+
+The Spark session starts lazily, on first use inside a run, never at import. What matters for
+correctness (UTC, Delta, strict JSON) is fixed here; the master, memory and extra configuration come from
+the environment, so the same definitions run on ``local[2]`` and on a cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import asdict
+from typing import Any
+
+import dagster as dg
+from dagster_pyspark import LazyPySparkResource
+from delta import configure_spark_with_delta_pip
+from pyspark.sql import SparkSession
+
+from sessions_assets.settings import Settings
+from sessions_assets.warehouse.delta import Warehouse
+from sessions_assets.warehouse.storage import Storage
+
+# Many small queries: the parallel collector pauses less often than the default G1 at this heap size.
+DRIVER_JAVA_OPTIONS = "-XX:+UseParallelGC"
+
+
+def delta_packages() -> list[str]:
+    """The Maven coordinates of the Delta jars matching the installed ``delta-spark`` and ``pyspark``."""
+    builder = configure_spark_with_delta_pip(SparkSession.Builder())
+    return builder._options["spark.jars.packages"].split(",")  # delta-spark computes them; read back here
+
+
+def spark_config(**overrides: Any) -> dict[str, str]:
+    """The pipeline's Spark configuration: defaults, then ``SPARK_*`` variables, then ``overrides``.
+
+    ``SPARK_MASTER`` (``local[2]``), ``SPARK_DRIVER_MEMORY`` (``3g``), ``SPARK_SHUFFLE_PARTITIONS`` (``2``),
+    ``SPARK_PACKAGES`` (more Maven coordinates, e.g. ``org.apache.hadoop:hadoop-aws:3.4.1``), ``SPARK_JARS``
+    (local jars instead of resolving packages) and ``SPARK_CONF`` (``key=value`` pairs, space-separated).
+    """
+    env = os.environ.get
+    shuffle = env("SPARK_SHUFFLE_PARTITIONS", "2")
+    config = {
+        "spark.master": env("SPARK_MASTER", "local[2]"),
+        "spark.app.name": "sessions-assets",
+        "spark.driver.memory": env("SPARK_DRIVER_MEMORY", "3g"),
+        "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        # Partition keys are UTC days, and the contract reads offset-less timestamps as UTC.
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": shuffle,
+        "spark.default.parallelism": shuffle,
+        # Small queries on two cores: one job per query and interpreted plans cost less than adaptive
+        # re-planning and compiling each plan to Java.
+        "spark.sql.adaptive.enabled": "false",
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+        # Delta rebuilds a table's state with this many tasks (default 50): too many for small logs.
+        "spark.databricks.delta.snapshotPartitions": "2",
+        # Python's json keeps the last of duplicate keys; so does the parser, as the contract's oracle.
+        "spark.sql.variant.allowDuplicateKeys": "true",
+        "spark.ui.enabled": env("SPARK_UI", "false"),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.log.level": env("SPARK_LOG_LEVEL", "ERROR"),
+    }
+    jars = env("SPARK_JARS")
+    if jars:
+        config["spark.jars"] = jars
+    else:
+        config["spark.jars.packages"] = ",".join(delta_packages() + shlex.split(env("SPARK_PACKAGES", "").replace(",", " ")))
+    for pair in shlex.split(env("SPARK_CONF", "")):
+        key, _, value = pair.partition("=")
+        config[key] = value
+    return {**config, **{k: str(v) for k, v in overrides.items()}}
+
+
+class PipelineResource(dg.ConfigurableResource):
+    """Where the data lives and the contract's rules (``settings.py``), as resource config the UI shows."""
+
+    data_root: str = Settings().data_root
+    start_date: str = Settings().start_date
+    max_future_skew_minutes: int = Settings().max_future_skew_minutes
+    max_lateness_days: int = Settings().max_lateness_days
+    session_gap_minutes: int = Settings().session_gap_minutes
+    max_session_hours: int = Settings().max_session_hours
+    lapsing_days: int = Settings().lapsing_days
+    dormant_days: int = Settings().dormant_days
+
+    @property
+    def settings(self) -> Settings:
+        return Settings(**self.model_dump())
+
+    def warehouse(self, spark: LazyPySparkResource) -> Warehouse:
+        return Warehouse(spark.spark_session, Storage(self.data_root))
+
+
+def resources(settings: Settings | None = None, **spark_overrides: Any) -> dict:
+    """The resources of a deployment (``SESSIONS_*`` and ``SPARK_*`` variables) or of a test (``settings``)."""
+    settings = settings or Settings.from_env()
+    return {
+        "spark": LazyPySparkResource(spark_config=spark_config(**spark_overrides)),
+        "pipeline": PipelineResource(**asdict(settings)),
+    }
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    # One process and one Spark start per run: the steps of a run share the session.
+    return dg.Definitions(resources=resources(), executor=dg.in_process_executor)
