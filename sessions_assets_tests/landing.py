@@ -1,11 +1,17 @@
-"""Builders for landing-zone files in tests: Segment lines and received-day folders."""
+"""Builders for test inputs: Segment lines, landing folders, and the oracle's view of a landing zone."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import re
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+
+DESKTOP = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Safari/537.36"
+PHONE = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148"
+TABLET = "Mozilla/5.0 (iPad; CPU OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148"
 
 
 def ts(text: str) -> datetime:
@@ -18,22 +24,29 @@ def iso(moment: datetime) -> str:
 
 
 def segment(
-    message_id: str, user: str | None, at: datetime | str, received: datetime | str | None = None, **extra: Any
-) -> str:
-    """One Segment track event as a JSON line; ``received`` defaults to 5 s after the device time."""
+    message_id: str, user: str | None, at: datetime | str, received: datetime | str | None = None, *,
+    kind: str = "track", event: str | None = "Page Viewed", path: str | None = None, referrer: str | None = None,
+    campaign: dict | None = None, agent: str | None = None, device: str | None = None, **extra: Any,
+) -> str:  # fmt: skip
+    """One Segment message as a JSON line; ``received`` defaults to 5 s after the device time. ``path``,
+    ``referrer``, ``campaign``, ``agent`` and ``device`` go where Segment's libraries put them."""
     at = ts(at) if isinstance(at, str) else at
     received = ts(received) if isinstance(received, str) else (received or at + timedelta(seconds=5))
+    context: dict[str, Any] = {}
+    if path is not None or referrer is not None:
+        context["page"] = {k: v for k, v in (("path", path), ("referrer", referrer)) if v is not None}
+    if campaign:
+        context["campaign"] = campaign
+    if agent:
+        context["userAgent"] = agent
+    if device:
+        context["device"] = {"type": device}
     message = {
-        "messageId": message_id,
-        "type": "track",
-        "event": "Page Viewed",
-        "userId": user,
-        "anonymousId": f"anon-{user}",
-        "timestamp": iso(at),
-        "receivedAt": iso(received),
-        "sentAt": iso(at),
-        "properties": {"path": "/"},
-    }
+        "messageId": message_id, "type": kind, "userId": user, "anonymousId": f"anon-{user}",
+        "timestamp": iso(at), "receivedAt": iso(received), "sentAt": iso(at), "properties": {}, "context": context,
+    }  # fmt: skip
+    if kind == "track":
+        message["event"] = event
     message.update(extra)
     return json.dumps({k: v for k, v in message.items() if v is not ...})
 
@@ -43,19 +56,41 @@ def received_day_of(line: str) -> date:
 
 
 def write_day(root: Path, received_day: date | str, lines: list[str], name: str = "part-0000.jsonl") -> Path:
-    """Write ``lines`` as one landing file of ``received_day``; returns the file."""
+    """Write ``lines`` as one landing file of ``received_day`` (gzipped for a ``.gz`` name); returns the file."""
     folder = Path(root) / "landing" / f"received_date={received_day}"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
-    path.write_text("".join(line + "\n" for line in lines))
+    payload = "".join(line + "\n" for line in lines).encode()
+    path.write_bytes(gzip.compress(payload) if name.endswith(".gz") else payload)
     return path
+
+
+def by_received_day(lines: list[str]) -> dict[str, list[str]]:
+    """Lines grouped by their ``receivedAt`` day, as the oracle takes a landing zone."""
+    days: dict[str, list[str]] = {}
+    for line in lines:
+        days.setdefault(received_day_of(line).isoformat(), []).append(line)
+    return days
 
 
 def write_by_received_day(root: Path, lines: list[str], name: str = "part-0000.jsonl") -> list[date]:
     """Write each line into the folder of its ``receivedAt`` day; returns the received days."""
-    days: dict[date, list[str]] = {}
-    for line in lines:
-        days.setdefault(received_day_of(line), []).append(line)
+    days = by_received_day(lines)
     for day, day_lines in days.items():
         write_day(root, day, day_lines, name)
-    return sorted(days)
+    return sorted(date.fromisoformat(d) for d in days)
+
+
+def landing_lines(root: Path) -> dict[str, list[str]]:
+    """Every line of the landing zone's readable files, by received day, read plainly (gzip included)."""
+    by_day: dict[str, list[str]] = {}
+    for path in sorted((Path(root) / "landing").glob("received_date=*/*")):
+        if path.name.startswith((".", "_")) or not path.name.endswith((".jsonl", ".json", ".jsonl.gz")):
+            continue
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8", newline="") as f:
+            lines = re.split(r"\r\n|\r|\n", f.read())  # Hadoop's line breaks
+        if lines and lines[-1] == "":
+            lines.pop()
+        by_day.setdefault(path.parent.name.split("=")[1], []).extend(lines)
+    return by_day

@@ -14,15 +14,19 @@ The pieces, each usable on its own in tests::
     accept_line(line)                    -> (event, None) or (None, reason)
     accept_landing({day: [lines]})       -> accepted events, rejects (received_date, payload, reason)
     dedupe(events)                       -> one event per message_id (the earliest received copy)
-    sessionize(events)                   -> sessions (30-minute gap, 24-hour cap)
+    sessionize(events)                   -> sessions (30-minute gap, 24-hour cap), numbered, with attributes
     daily_snapshot(sessions, horizon)    -> the accumulating snapshot rows
     recompute({day: [lines]})            -> all of the above
+
+The one thing it does not work out itself is what kind of device a user agent is: for that it asks the
+same maintained library the pipeline uses (``device_detector``), as it asks ``datetime`` about calendars.
 
 Where the contract leaves a detail open, the choice made here is written next to the code ("Decision:").
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -117,15 +121,52 @@ def parse_timestamp(value) -> datetime | None:
         return None
 
 
+# Unicode's White_Space characters: what a "blank" string is made of.
+WHITE_SPACE = frozenset(
+    "\u0009\u000a\u000b\u000c\u000d\u0020\u0085\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+
+
 def _present_string(value) -> str | None:
     """The value when it is a JSON string with something in it, else None.
 
     Numbers, booleans, objects, arrays and null are "missing", and so is "".
-    Decision: a whitespace-only string counts as empty too (it cannot identify a message or a user).
+    Decision: a string of nothing but white space (Unicode's White_Space, no-break spaces included) counts
+    as empty too: it cannot identify a message or a user, or name a page.
     """
-    if isinstance(value, str) and value.strip() != "":
+    if isinstance(value, str) and any(c not in WHITE_SPACE for c in value):
         return value
     return None
+
+
+def _string(value) -> str | None:
+    """The value when it is a JSON string (even empty), else None: names are taken as sent."""
+    return value if isinstance(value, str) else None
+
+
+def _at(message: dict, *path: str):
+    """The value at a path of nested objects, or None where one is missing or not an object."""
+    for key in path:
+        if not isinstance(message, dict):
+            return None
+        message = message.get(key)
+    return message
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _has_lone_surrogate(value) -> bool:
+    """Whether a parsed JSON value holds an unpaired UTF-16 surrogate (``"\\ud800"``): not a character."""
+    if isinstance(value, str):
+        return any("\ud800" <= c <= "\udfff" for c in value)
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
 
 
 def accept_line(line: str, settings: Settings = DEFAULTS) -> tuple[dict | None, str | None]:
@@ -136,11 +177,12 @@ def accept_line(line: str, settings: Settings = DEFAULTS) -> tuple[dict | None, 
     and ``received_at`` (aware UTC datetimes), and ``payload`` (the line itself, for tie-breaks).
     """
     # 1. malformed_json: the line is not a JSON object (blank lines, arrays, numbers, broken JSON).
+    # Decision: strictly JSON: NaN and Infinity are not numbers, and an unpaired surrogate escape is not text.
     try:
-        message = json.loads(line)
+        message = json.loads(line, parse_constant=_no_constant)
     except ValueError:  # json.JSONDecodeError is a ValueError; "" and "   " raise it too
         return None, "malformed_json"
-    if not isinstance(message, dict):
+    if not isinstance(message, dict) or _has_lone_surrogate(message):
         return None, "malformed_json"
 
     # 2. missing_message_id: messageId is missing or empty.
@@ -173,18 +215,36 @@ def accept_line(line: str, settings: Settings = DEFAULTS) -> tuple[dict | None, 
 
     # The session key: userId when non-empty, else anonymousId.
     user_key = user_id if user_id is not None else anonymous_id
-    event_name = message.get("event")
     event = {
         "message_id": message_id,
         "user_id": user_id,
         "anonymous_id": anonymous_id,
         "user_key": user_key,
-        "event": event_name if isinstance(event_name, str) else None,
+        "type": _string(message.get("type")),
+        "event": _string(message.get("event")),
         "timestamp": timestamp,
         "received_at": received_at,
         "payload": line,
+        **attributes(message),
     }
     return event, None
+
+
+def attributes(message: dict) -> dict:
+    """What the session columns are drawn from: the first of the contract's places holding a non-blank string."""
+
+    def first(*paths: tuple[str, ...]) -> str | None:
+        return next((v for v in (_present_string(_at(message, *p)) for p in paths) if v is not None), None)
+
+    return {
+        "page_path": first(("context", "page", "path"), ("properties", "path")),
+        "referrer": first(("context", "page", "referrer"), ("properties", "referrer")),
+        "utm_source": first(("context", "campaign", "source")),
+        "utm_medium": first(("context", "campaign", "medium")),
+        "utm_campaign": first(("context", "campaign", "name")),
+        "user_agent": first(("context", "userAgent"),),
+        "device_type": first(("context", "device", "type"),),
+    }
 
 
 def accept_landing(
@@ -235,7 +295,7 @@ def dedupe(events: list[dict]) -> list[dict]:
 
 
 def sessionize(events: list[dict], settings: Settings = DEFAULTS) -> list[dict]:
-    """Cut each user's events into sessions, by the contract's two rules.
+    """Cut each user's events into sessions, by the contract's two rules, and describe each session.
 
     Per ``user_key``, events in (timestamp, message_id) order. An event starts a new session when
 
@@ -248,8 +308,8 @@ def sessionize(events: list[dict], settings: Settings = DEFAULTS) -> list[dict]:
     Decision: when the next event is both past the cap and past the gap, the gap ended the session (the
     user went quiet), so ``ended_by_cap`` is False. A user's last session is never ended by the cap.
 
-    Returns dicts with ``user_key``, ``session_start``, ``session_end``, ``num_events``, ``ended_by_cap``
-    and ``session_date`` (UTC date of session_start), sorted by (user_key, session_start).
+    Returns dicts with every column of the ``sessions`` table (``describe``), sorted by (user_key,
+    session_start). Events may leave out what sessions are drawn from (``type``, ``page_path``, ...).
     """
     gap = timedelta(minutes=settings.session_gap_minutes)
     cap = timedelta(hours=settings.max_session_hours)
@@ -261,32 +321,75 @@ def sessionize(events: list[dict], settings: Settings = DEFAULTS) -> list[dict]:
     sessions: list[dict] = []
     for user_key in sorted(events_by_user):
         ordered = sorted(events_by_user[user_key], key=lambda e: (e["timestamp"], e["message_id"]))
-        current: dict | None = None  # the session being built
+        runs: list[tuple[list[dict], bool]] = []  # each session's events, and whether the cap ended it
+        current: list[dict] = []
         for event in ordered:
-            moment = event["timestamp"]
-            if current is None:
-                current = _new_session(user_key, moment)
-                continue
-            too_quiet = moment - current["session_end"] > gap  # session_end = the previous event
-            too_long = moment - current["session_start"] > cap
-            if too_quiet or too_long:
-                current["ended_by_cap"] = not too_quiet
-                sessions.append(current)
-                current = _new_session(user_key, moment)
-            else:
-                current["session_end"] = moment
-                current["num_events"] += 1
-        if current is not None:
-            sessions.append(current)
-
-    for session in sessions:
-        session["session_date"] = session["session_start"].astimezone(timezone.utc).date()
+            if current:
+                too_quiet = event["timestamp"] - current[-1]["timestamp"] > gap
+                too_long = event["timestamp"] - current[0]["timestamp"] > cap
+                if too_quiet or too_long:
+                    runs.append((current, not too_quiet))
+                    current = []
+            current.append(event)
+        if current:
+            runs.append((current, False))
+        for number, (run, capped) in enumerate(runs, start=1):
+            sessions.append(describe(user_key, number, run, capped))
     return sessions
 
 
-def _new_session(user_key: str, moment: datetime) -> dict:
-    return {"user_key": user_key, "session_start": moment, "session_end": moment, "num_events": 1,
-            "ended_by_cap": False}  # fmt: skip
+def _name(event: dict) -> str | None:
+    """What an analyst calls an event: its ``event`` for a track call, else its type."""
+    return event.get("event") if event.get("type") == "track" else event.get("type")
+
+
+def _first_carrying(events: list[dict], *fields: str) -> dict | None:
+    """The first event (in order) with a value in any of ``fields``."""
+    return next((e for e in events if any(e.get(f) is not None for f in fields)), None)
+
+
+MOBILE = {"smartphone", "feature phone", "phablet", "wearable", "portable media player", "camera"}
+
+
+def device_class(user_agent: str) -> str:
+    """mobile, tablet or desktop (anything else, unrecognised agents included), per device_detector's type."""
+    from device_detector import DeviceDetector
+
+    kind = DeviceDetector(user_agent, skip_bot_detection=True).parse().device_type()
+    kind = str(getattr(kind, "value", kind) or "").lower()
+    return "tablet" if kind == "tablet" else "mobile" if kind in MOBILE else "desktop"
+
+
+def describe(user_key: str, number: int, events: list[dict], ended_by_cap: bool) -> dict:
+    """A session's row from its events in (timestamp, message_id) order: the contract's "Sessions" list."""
+    start, end = events[0]["timestamp"], events[-1]["timestamp"]
+    with_path = [e for e in events if e.get("page_path") is not None]
+    referrer = _first_carrying(events, "referrer")
+    campaign = _first_carrying(events, "utm_source", "utm_medium", "utm_campaign") or {}
+    agent = _first_carrying(events, "user_agent")
+    sent_type = _first_carrying(events, "device_type")
+    stamp = start.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    return {
+        "session_id": hashlib.sha256(f"{user_key}|{stamp}".encode()).hexdigest()[:32],
+        "user_key": user_key,
+        "session_number": number,
+        "session_start": start,
+        "session_end": end,
+        "duration_seconds": (end - start).total_seconds(),
+        "num_events": len(events),
+        "page_views": sum(e.get("type") == "page" for e in events),
+        "first_event": _name(events[0]),
+        "last_event": _name(events[-1]),
+        "landing_path": with_path[0]["page_path"] if with_path else None,
+        "exit_path": with_path[-1]["page_path"] if with_path else None,
+        "referrer": referrer["referrer"] if referrer else None,
+        "utm_source": campaign.get("utm_source"),
+        "utm_medium": campaign.get("utm_medium"),
+        "utm_campaign": campaign.get("utm_campaign"),
+        "device_type": device_class(agent["user_agent"]) if agent else sent_type["device_type"] if sent_type else None,
+        "ended_by_cap": ended_by_cap,
+        "session_date": start.astimezone(timezone.utc).date(),
+    }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -331,7 +434,8 @@ def daily_snapshot(sessions: list[dict], horizon: date, settings: Settings = DEF
     ``users_on_hand`` at the end of the day, ``users_entered`` / ``users_exited`` versus the end of the day
     before (a user not yet in the snapshot the day before enters), and ``avg_days_in_state``: the mean
     over the users on hand of (day - the day they entered their current state), rounded half up to
-    4 decimals, 0.0 with nobody on hand. Rows with all three counts zero are left out.
+    4 decimals, 0.0 with nobody on hand (``sum_days_in_state`` is the sum before dividing). Rows with all
+    three counts zero are left out.
     Sessions that start after ``horizon`` do not count.
     """
     session_days: dict[str, set[date]] = {}
@@ -361,11 +465,8 @@ def daily_snapshot(sessions: list[dict], horizon: date, settings: Settings = DEF
             exited = [user for user, s in state_yesterday.items() if s == state and state_today.get(user) != state]
             if not on_hand and not entered and not exited:
                 continue
-            if on_hand:
-                total_days = sum((day - entered_on[user]).days for user in on_hand)
-                average = _round_half_up(Fraction(total_days, len(on_hand)), 4)
-            else:
-                average = 0.0
+            total_days = sum((day - entered_on[user]).days for user in on_hand)
+            average = _round_half_up(Fraction(total_days, len(on_hand)), 4) if on_hand else 0.0
             rows.append({
                 "snapshot_date": day,
                 "state": state,
@@ -373,6 +474,7 @@ def daily_snapshot(sessions: list[dict], horizon: date, settings: Settings = DEF
                 "users_entered": len(entered),
                 "users_exited": len(exited),
                 "avg_days_in_state": average,
+                "sum_days_in_state": total_days,
             })  # fmt: skip
 
         state_yesterday = state_today

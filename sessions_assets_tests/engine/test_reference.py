@@ -8,10 +8,11 @@ on 2019-10-23 and a late event that lands inside, between, across midnight, ...)
 from __future__ import annotations
 
 import itertools
-import json
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timedelta
 
 import pytest
+
+from sessions_assets_tests.cases import ACCEPTED, DROP, REJECTED, T, line
 
 from sessions_assets_tests.reference import (
     Settings,
@@ -25,116 +26,9 @@ from sessions_assets_tests.reference import (
     state_on,
 )
 
-UTC = timezone.utc
-
-
-def T(text: str) -> datetime:
-    """'2019-10-23 09:21' or '2019-10-23 09:21:30.5' (UTC) -> aware datetime."""
-    return datetime.fromisoformat(text).replace(tzinfo=UTC)
-
-
-# --------------------------------------------------------------------------------------------------
-# Accepting lines
-# --------------------------------------------------------------------------------------------------
-
-GOOD = {
-    "messageId": "m-1",
-    "type": "track",
-    "event": "Page Viewed",
-    "userId": "u1",
-    "anonymousId": "a-1",
-    "timestamp": "2024-03-16T09:00:00Z",
-    "receivedAt": "2024-03-16T09:00:05Z",
-    "properties": {"path": "/"},
-}
-DROP = ...  # a field given as DROP is left out of the line
-
-
-def line(**changes) -> str:
-    """A good Segment line with some fields changed (or dropped)."""
-    message = {**GOOD, **changes}
-    return json.dumps({key: value for key, value in message.items() if value is not DROP})
-
-
-REJECTED = [
-    # malformed_json: not a JSON object
-    ("truncated", line()[:30], "malformed_json"),
-    ("array", "[1, 2, 3]", "malformed_json"),
-    ("number", "42", "malformed_json"),
-    ("json_null", "null", "malformed_json"),
-    ("json_string", '"{}"', "malformed_json"),
-    ("empty_line", "", "malformed_json"),
-    ("blank_line", "   \t ", "malformed_json"),
-    ("two_objects", line() + line(), "malformed_json"),
-    # missing_message_id: missing or empty (non-strings count as missing)
-    ("no_message_id", line(messageId=DROP), "missing_message_id"),
-    ("empty_message_id", line(messageId=""), "missing_message_id"),
-    ("blank_message_id", line(messageId="   "), "missing_message_id"),
-    ("null_message_id", line(messageId=None), "missing_message_id"),
-    ("numeric_message_id", line(messageId=42), "missing_message_id"),
-    ("object_message_id", line(messageId={"id": "m-1"}), "missing_message_id"),
-    # missing_user: both userId and anonymousId missing or empty
-    ("no_user_ids", line(userId=DROP, anonymousId=DROP), "missing_user"),
-    ("empty_user_ids", line(userId="", anonymousId=""), "missing_user"),
-    ("null_and_numeric_user_ids", line(userId=None, anonymousId=7), "missing_user"),
-    ("blank_and_object_user_ids", line(userId=" ", anonymousId={}), "missing_user"),
-    # bad_timestamp: timestamp or receivedAt missing or not ISO-8601
-    ("words", line(timestamp="yesterday"), "bad_timestamp"),
-    ("epoch_number", line(timestamp=1710579600), "bad_timestamp"),
-    ("epoch_string", line(timestamp="1710579600"), "bad_timestamp"),
-    ("date_only", line(timestamp="2024-03-16"), "bad_timestamp"),
-    ("no_timestamp", line(timestamp=DROP), "bad_timestamp"),
-    ("null_timestamp", line(timestamp=None), "bad_timestamp"),
-    ("no_received_at", line(receivedAt=DROP), "bad_timestamp"),
-    ("bad_received_at", line(receivedAt="16/03/2024 09:00"), "bad_timestamp"),
-    ("space_instead_of_T", line(timestamp="2024-03-16 09:00:00Z"), "bad_timestamp"),
-    ("no_such_day", line(timestamp="2024-02-30T09:00:00Z"), "bad_timestamp"),
-    ("hour_24", line(timestamp="2024-03-16T24:00:00Z"), "bad_timestamp"),
-    ("offset_25_hours", line(timestamp="2024-03-16T09:00:00+25:00"), "bad_timestamp"),
-    ("fraction_without_digits", line(timestamp="2024-03-16T09:00:00.Z"), "bad_timestamp"),
-    ("trailing_newline", line(timestamp="2024-03-16T09:00:00Z\n"), "bad_timestamp"),
-    ("non_ascii_digits", line(timestamp="٢٠٢٤-03-16T09:00:00Z"), "bad_timestamp"),
-    # future_timestamp: more than 1 hour after receivedAt
-    ("61_minutes_ahead", line(timestamp="2024-03-16T10:01:00Z", receivedAt="2024-03-16T09:00:00Z"),
-     "future_timestamp"),
-    ("ahead_by_a_microsecond_over", line(timestamp="2024-03-16T10:00:00.000001Z", receivedAt="2024-03-16T09:00:00Z"),
-     "future_timestamp"),
-    # too_late: more than 400 days before receivedAt, or before 2020-01-01
-    ("400_days_and_a_second_late", line(timestamp="2023-02-10T08:59:59Z", receivedAt="2024-03-16T09:00:00Z"),
-     "too_late"),
-    ("before_start_date", line(timestamp="2019-12-31T23:59:59.999999Z", receivedAt="2020-01-02T00:00:00Z"),
-     "too_late"),
-    ("before_start_date_by_offset", line(timestamp="2020-01-01T00:30:00+01:00", receivedAt="2020-01-02T00:00:00Z"),
-     "too_late"),
-    # the first broken rule in the table's order is the reason
-    ("no_id_and_no_user", line(messageId="", userId="", anonymousId=""), "missing_message_id"),
-    ("no_user_and_bad_time", line(userId=None, anonymousId=None, timestamp="soon"), "missing_user"),
-    ("bad_received_at_and_ancient_time", line(timestamp="2001-01-01T00:00:00Z", receivedAt="now"), "bad_timestamp"),
-]  # fmt: skip
-
-
 @pytest.mark.parametrize("text, reason", [(t, r) for _, t, r in REJECTED], ids=[i for i, _, _ in REJECTED])
 def test_a_line_breaking_a_rule_is_rejected_with_its_reason(text, reason):
     assert accept_line(text) == (None, reason)
-
-
-ACCEPTED = [
-    ("on_time", line(), "u1", T("2024-03-16 09:00")),
-    ("anonymous_when_user_id_empty", line(userId=""), "a-1", T("2024-03-16 09:00")),
-    ("anonymous_when_user_id_null", line(userId=None), "a-1", T("2024-03-16 09:00")),
-    ("user_id_without_anonymous_id", line(anonymousId=DROP), "u1", T("2024-03-16 09:00")),
-    ("exactly_1_hour_ahead", line(timestamp="2024-03-16T10:00:05Z"), "u1", T("2024-03-16 10:00:05")),
-    ("exactly_400_days_late", line(timestamp="2023-02-10T09:00:05Z"), "u1", T("2023-02-10 09:00:05")),
-    ("on_the_start_date", line(timestamp="2020-01-01T00:00:00Z", receivedAt="2020-01-01T00:00:01Z"), "u1",
-     T("2020-01-01 00:00")),
-    ("offset_with_colon", line(timestamp="2024-03-16T11:00:00+02:00"), "u1", T("2024-03-16 09:00")),
-    ("offset_without_colon", line(timestamp="2024-03-16T03:30:00-0530"), "u1", T("2024-03-16 09:00")),
-    ("no_offset_means_utc", line(timestamp="2024-03-16T09:00:00"), "u1", T("2024-03-16 09:00")),
-    ("no_seconds", line(timestamp="2024-03-16T09:00Z"), "u1", T("2024-03-16 09:00")),
-    ("milliseconds", line(timestamp="2024-03-16T09:00:00.250Z"), "u1", T("2024-03-16 09:00:00.250")),
-    ("nanoseconds_truncated", line(timestamp="2024-03-16T09:00:00.123456789Z"), "u1",
-     T("2024-03-16 09:00:00.123456")),
-]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -153,9 +47,34 @@ def test_a_good_line_is_accepted_and_parsed(text, user_key, timestamp):
 def test_accepted_event_fields():
     event, _ = accept_line(line(userId="", timestamp="2024-03-16T11:00:00+02:00", receivedAt="2024-03-16T09:01:00"))
     assert event == {
-        "message_id": "m-1", "user_id": None, "anonymous_id": "a-1", "user_key": "a-1", "event": "Page Viewed",
-        "timestamp": T("2024-03-16 09:00"), "received_at": T("2024-03-16 09:01"), "payload": event["payload"],
+        "message_id": "m-1", "user_id": None, "anonymous_id": "a-1", "user_key": "a-1", "type": "track",
+        "event": "Page Viewed", "timestamp": T("2024-03-16 09:00"), "received_at": T("2024-03-16 09:01"),
+        "payload": event["payload"], "page_path": "/", "referrer": None, "utm_source": None, "utm_medium": None,
+        "utm_campaign": None, "user_agent": None, "device_type": None,
     }  # fmt: skip
+
+
+ATTRIBUTES = [
+    # (id, the message's context and properties, what the event carries)
+    ("page_context_wins", {"context": {"page": {"path": "/a", "referrer": "https://r/"}}, "properties": {"path": "/b"}},
+     {"page_path": "/a", "referrer": "https://r/"}),
+    ("properties_when_no_page", {"context": {}, "properties": {"path": "/b", "referrer": "https://p/"}},
+     {"page_path": "/b", "referrer": "https://p/"}),
+    ("blank_path_is_none", {"context": {"page": {"path": " "}}, "properties": {"path": "/b"}}, {"page_path": "/b"}),
+    ("campaign_fields", {"context": {"campaign": {"source": "news", "name": "autumn", "content": "x"}}},
+     {"utm_source": "news", "utm_medium": None, "utm_campaign": "autumn"}),
+    ("agent_and_device", {"context": {"userAgent": "Mozilla/5.0", "device": {"type": "ios"}}},
+     {"user_agent": "Mozilla/5.0", "device_type": "ios"}),
+    ("wrong_types_are_none", {"context": {"page": {"path": 7}, "campaign": "spring", "userAgent": {}}, "properties": []},
+     {"page_path": None, "utm_source": None, "user_agent": None}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("message, expected", [a[1:] for a in ATTRIBUTES], ids=[a[0] for a in ATTRIBUTES])
+def test_an_event_carries_what_its_session_columns_are_drawn_from(message, expected):
+    event, reason = accept_line(line(**{"properties": DROP, **message}))
+    assert reason is None
+    assert {k: event[k] for k in expected} == expected
 
 
 def test_thresholds_come_from_the_settings():
@@ -533,3 +452,82 @@ def test_recompute_from_landing_lines():
         ("2024-03-12", "new"): (1, 1, 0),
     }  # the horizon is the latest received day: nothing after 2024-03-12
     assert recompute({}) == {"accepted": [], "rejected": [], "events": [], "sessions": [], "snapshot": []}
+
+
+# --------------------------------------------------------------------------------------------------
+# What a session says: its number, its first and last events, where it landed and came from, its device
+# --------------------------------------------------------------------------------------------------
+
+
+def numbered(sessions: list[dict]) -> list[tuple]:
+    return [(s["session_number"], s["session_start"].strftime("%H:%M"), s["num_events"]) for s in sessions]
+
+
+def test_the_seeds_case_3_numbers_sessions_in_start_order():
+    before = sessionize(SEED_DAY)
+    assert numbered(before) == [(1, "09:21", 10), (2, "10:05", 15), (3, "13:25", 20)]
+    after = sessionize(SEED_DAY + [ev("2019-10-23 11:15")])
+    assert numbered(after) == [(1, "09:21", 10), (2, "10:05", 15), (3, "11:15", 1), (4, "13:25", 20)]
+
+
+def test_a_merge_closes_the_numbering_gap():
+    assert numbered(sessionize(SEED_DAY + [ev("2019-10-23 09:45")])) == [(1, "09:21", 26), (2, "13:25", 20)]
+
+
+def page(at: str, path: str | None, **fields) -> dict:
+    return {**ev(at), "type": "page", "page_path": path, **fields}
+
+
+def test_attributes_come_from_the_first_and_last_events_carrying_them():
+    events = [
+        {**ev("2024-03-11 10:00"), "type": "identify"},
+        page("2024-03-11 10:01", "/home", referrer="https://news.example/", utm_medium="email"),
+        {**ev("2024-03-11 10:02"), "type": "track", "event": "Signed Up", "utm_source": "partner"},
+        page("2024-03-11 10:03", "/pricing"),
+        {**ev("2024-03-11 10:04"), "type": "track", "event": None},
+    ]
+    [s] = sessionize(events)
+    assert {k: s[k] for k in ("first_event", "last_event", "page_views", "landing_path", "exit_path", "referrer",
+                              "utm_source", "utm_medium", "utm_campaign", "duration_seconds")} == {  # fmt: skip
+        "first_event": "identify", "last_event": None, "page_views": 2, "landing_path": "/home",
+        "exit_path": "/pricing", "referrer": "https://news.example/",
+        # the first event carrying a campaign gives all three fields, even those it leaves empty
+        "utm_source": None, "utm_medium": "email", "utm_campaign": None, "duration_seconds": 240.0,
+    }  # fmt: skip
+
+
+def test_a_late_first_event_becomes_the_landing_page():
+    visit = [page("2024-03-11 10:05", "/pricing", referrer="https://a/"), page("2024-03-11 10:06", "/checkout")]
+    late = page("2024-03-11 09:50", "/blog", referrer="https://b/", utm_source="news")
+    [before], [after] = sessionize(visit), sessionize(visit + [late])
+    assert (before["landing_path"], before["referrer"], before["utm_source"]) == ("/pricing", "https://a/", None)
+    assert (after["landing_path"], after["referrer"], after["utm_source"]) == ("/blog", "https://b/", "news")
+
+
+DEVICES = [
+    ("desktop_agent", {"user_agent": "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+                                     "Chrome/124.0 Safari/537.36"}, "desktop"),
+    ("phone_agent", {"user_agent": "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 "
+                                   "(KHTML, like Gecko) Mobile/15E148"}, "mobile"),
+    ("tablet_agent_without_the_word", {"user_agent": "Mozilla/5.0 (Linux; Android 13; SM-X700) AppleWebKit/537.36 "
+                                                     "(KHTML, like Gecko) Chrome/120.0 Safari/537.36"}, "tablet"),
+    ("mobile_library_as_sent", {"device_type": "ios"}, "ios"),
+    ("agent_wins_over_device_type", {"device_type": "android", "user_agent": "curl/8.0"}, "desktop"),
+    ("nothing_sent", {}, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("fields, device", [d[1:] for d in DEVICES], ids=[d[0] for d in DEVICES])
+def test_device_type_from_the_first_user_agent_else_the_first_device_type(fields, device):
+    [s] = sessionize([{**ev("2024-03-11 10:00"), **fields}])
+    assert s["device_type"] == device
+
+
+def test_a_copy_with_a_shifted_timestamp_is_kept_once_where_the_first_received_copy_says():
+    original = line(messageId="m-9", timestamp="2024-03-11T00:00:05Z", receivedAt="2024-03-11T00:00:06Z")
+    early_copy = line(messageId="m-9", timestamp="2024-03-10T23:59:58Z", receivedAt="2024-03-10T23:59:59Z")
+    for days in ({"2024-03-11": [original], "2024-03-10": [early_copy]},
+                 {"2024-03-10": [early_copy], "2024-03-11": [original]}):  # fmt: skip
+        out = recompute(days)
+        assert [(e["message_id"], e["timestamp"]) for e in out["events"]] == [("m-9", T("2024-03-10 23:59:58"))]
+        assert [s["session_date"] for s in out["sessions"]] == [date(2024, 3, 10)]

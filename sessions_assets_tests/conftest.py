@@ -1,0 +1,69 @@
+"""One local Spark session per test process, and a fresh data root per test.
+
+Tiers: the engine tests (``engine/``) call the DataFrame functions and the oracle; the Dagster tests
+(``pipeline/``) run the real jobs in-process against a test instance and real Delta tables; the slow tests
+(``slow/``, marked ``slow``) start processes: the CLI, ``dg dev``, a Spark cluster, PostgreSQL, S3.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+os.environ["TZ"] = "UTC"  # Python-side datetimes from Spark are rendered in the process time zone
+time.tzset()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from dagster_pyspark import LazyPySparkResource
+
+    from sessions_assets.defs.resources import spark_config
+
+    resource = LazyPySparkResource(spark_config=spark_config())
+    # pytest-xdist workers start together; on a fresh machine each would resolve Delta's jars into the same
+    # Ivy cache at once, which Ivy does not guard. One start at a time; the others find the jars cached.
+    with open(Path(tempfile.gettempdir()) / "sessions-assets-spark-start.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        session = resource.spark_session
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def data_root(tmp_path) -> Path:
+    root = tmp_path / "data"
+    (root / "landing").mkdir(parents=True)
+    return root
+
+
+@pytest.fixture
+def settings(data_root):
+    from sessions_assets.settings import Settings
+
+    return Settings(data_root=str(data_root))
+
+
+@pytest.fixture
+def warehouse(spark, settings):
+    from sessions_assets.warehouse.delta import Warehouse
+    from sessions_assets.warehouse.storage import Storage
+
+    return Warehouse(spark, Storage(settings.data_root))
+
+
+@pytest.fixture
+def runner(spark, settings):
+    """The project's jobs run in-process against a test instance (what ``sessions-assets run`` does)."""
+    import dagster as dg
+
+    from sessions_assets.cli.runner import Runner
+    from sessions_assets.defs.resources import resources
+
+    with dg.instance_for_test() as instance:
+        yield Runner(instance, resources(settings))

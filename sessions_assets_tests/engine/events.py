@@ -1,0 +1,62 @@
+"""Events for engine tests: drawn as the oracle takes them (dicts), handed to Spark as its columns."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime, timedelta, timezone
+
+from hypothesis import strategies as st
+from pyspark.sql import DataFrame, SparkSession
+
+from sessions_assets.engine.devices import device_class
+from sessions_assets.engine.sessionize import EVENT_COLUMNS
+from sessions_assets_tests.landing import DESKTOP, PHONE, TABLET
+
+BASE = datetime(2024, 3, 1, 22, 0, tzinfo=timezone.utc)  # streams straddle midnights
+_ids = itertools.count()
+SCHEMA = ", ".join(f"{c} {'timestamp' if c == 'timestamp' else 'string'}" for c in EVENT_COLUMNS)
+
+
+def ev(at: datetime, user: str = "u1", **fields) -> dict:
+    """One accepted event as the oracle sees it, with a fresh message id."""
+    return {"message_id": f"m-{next(_ids):06d}", "user_key": user, "timestamp": at, "type": "track",
+            "event": "Viewed", **fields}  # fmt: skip
+
+
+def frame(spark: SparkSession, events: list[dict]) -> DataFrame:
+    """Events as the ``events`` table holds them: the device class worked out from the user agent."""
+    rows = []
+    for e in events:
+        agent = e.get("user_agent")
+        values = {**e, "device_class": device_class(agent) if agent else None}
+        rows.append(tuple(values.get(c) for c in EVENT_COLUMNS))
+    return spark.createDataFrame(rows, SCHEMA)
+
+
+def _attributes(draw) -> dict:
+    kind = draw(st.sampled_from(["page", "page", "track", "identify"]))
+    fields = {"type": kind, "event": draw(st.sampled_from(["Signed Up", "Viewed", None])) if kind == "track" else None}
+    if kind == "page" and draw(st.booleans()):
+        fields["page_path"] = draw(st.sampled_from(["/", "/a", "/b"]))
+    if draw(st.integers(0, 3)) == 0:
+        fields["referrer"] = draw(st.sampled_from(["https://r/", "https://s/"]))
+    if draw(st.integers(0, 4)) == 0:
+        fields[draw(st.sampled_from(["utm_source", "utm_medium", "utm_campaign"]))] = draw(st.sampled_from(["x", "y"]))
+    if draw(st.integers(0, 3)) == 0:
+        fields["user_agent"] = draw(st.sampled_from([DESKTOP, PHONE, TABLET]))
+    if draw(st.integers(0, 4)) == 0:
+        fields["device_type"] = draw(st.sampled_from(["ios", "android"]))
+    return fields
+
+
+@st.composite
+def streams(draw, users: int = 3, max_events: int = 12) -> list[dict]:
+    """A few users' events: steps cluster around the 30-minute gap; now and then a bot-like run past 24 h."""
+    events = []
+    for user in range(draw(st.integers(1, users))):
+        moment = BASE + timedelta(minutes=draw(st.integers(0, 600)))
+        steps = [1, 10, 29, 30, 31, 45, 200, 1440] + ([25] * 4 if draw(st.integers(0, 5)) == 0 else [])
+        for _ in range(draw(st.integers(1, max_events))):
+            moment += timedelta(minutes=draw(st.sampled_from(steps)), seconds=draw(st.sampled_from([0, 0, 1])))
+            events.append(ev(moment, f"u{user}", **_attributes(draw)))
+    return events

@@ -1,0 +1,45 @@
+"""The Spark parser and classifier give every line of the oracle's acceptance table the oracle's verdict."""
+
+from __future__ import annotations
+
+from datetime import timezone
+
+import pytest
+
+from sessions_assets.engine import accept
+from sessions_assets.settings import Settings
+from sessions_assets_tests import cases
+from sessions_assets_tests.reference import accept_line
+
+LINES = [("rejected", *c) for c in cases.REJECTED] + [("accepted", c[0], c[1], None) for c in cases.ACCEPTED]
+FIELDS = ("message_id", "user_id", "anonymous_id", "user_key", "type", "event", "timestamp", "received_at",
+          "page_path", "referrer", "utm_source", "utm_medium", "utm_campaign", "user_agent", "device_type")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def verdicts(spark):
+    """Every case's line through ``parse`` and ``classify`` at once."""
+    lines = spark.createDataFrame([(text, f"case-{i}") for i, (_, _, text, _) in enumerate(LINES)], "payload string, source_file string")
+    rows = accept.classify(accept.parse(lines), Settings()).collect()
+    return {r.source_file: r for r in rows}
+
+
+@pytest.mark.parametrize("index", range(len(LINES)), ids=[f"{kind}-{name}" for kind, name, _, _ in LINES])
+def test_the_pipeline_judges_a_line_as_the_oracle_does(verdicts, index):
+    _, _, text, _ = LINES[index]
+    event, reason = accept_line(text)
+    row = verdicts[f"case-{index}"]
+    assert row.reason == reason
+    if event is not None:
+        parsed = {f: row[f].replace(tzinfo=timezone.utc) if f in ("timestamp", "received_at") else row[f] for f in FIELDS}
+        assert parsed == {f: event[f] for f in FIELDS}
+        assert row.event_date == event["timestamp"].date()
+
+
+def test_thresholds_come_from_the_settings(spark):
+    late = cases.line(timestamp="2024-03-01T09:00:00Z", receivedAt="2024-03-16T09:00:00Z")
+    ahead = cases.line(timestamp="2024-03-16T09:20:00Z", receivedAt="2024-03-16T09:00:00Z")
+    lines = spark.createDataFrame([(late, "late"), (ahead, "ahead")], "payload string, source_file string")
+    strict = Settings(max_lateness_days=14, max_future_skew_minutes=15)
+    assert {r.source_file: r.reason for r in accept.classify(accept.parse(lines), strict).collect()} == {
+        "late": "too_late", "ahead": "future_timestamp"}  # fmt: skip

@@ -1,0 +1,70 @@
+"""The snapshot summed from transitions equals the oracle's day-by-day walk, and corrects by differences."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import functions as F
+
+from sessions_assets.engine import lifecycle
+from sessions_assets.settings import Settings
+from sessions_assets_tests import reference
+from sessions_assets_tests.expected import SNAPSHOT_COLUMNS, assert_same, oracle_rows, rows
+
+DAY0 = date(2024, 1, 1)
+
+
+def day(n: int) -> date:
+    return DAY0 + timedelta(days=n)
+
+
+def session_days(spark, pairs):
+    return spark.createDataFrame([(user, day(n)) for user, n in pairs], "user_key string, day date")
+
+
+def expected(pairs, horizon: int, config: Settings):
+    oracle = reference.Settings(lapsing_days=config.lapsing_days, dormant_days=config.dormant_days)
+    sessions = [{"user_key": user, "session_date": day(n)} for user, n in pairs]
+    return oracle_rows(reference.daily_snapshot(sessions, day(horizon), oracle), SNAPSHOT_COLUMNS)
+
+
+def snapshot(spark, pairs, horizon: int, config: Settings):
+    return rows(lifecycle.snapshot(lifecycle.transitions(session_days(spark, pairs), config), day(horizon)),
+                SNAPSHOT_COLUMNS)  # fmt: skip
+
+
+CASES = [
+    ("new_active_lapsing_dormant_churned", [("ann", 0), ("ann", 1)], 40, Settings()),
+    ("active_run_keeps_its_age", [("ann", 0), ("ann", 1), ("ann", 2), ("ann", 3), ("ann", 9)], 12, Settings()),
+    ("back_on_the_day_it_would_turn_dormant", [("bob", 0), ("bob", 0), ("bob", 1), ("bob", 9)], 10, Settings()),
+    ("short_thresholds", [("ann", 0), ("ann", 3), ("bob", 1), ("bob", 2), ("cy", 1)], 7,
+     Settings(lapsing_days=1, dormant_days=2)),
+    ("averages_round_half_up", [("old", 0)] + [(f"u{i}", 1) for i in range(31)], 3, Settings()),
+    ("sessions_after_the_horizon_do_not_count", [("ann", 0), ("ann", 5), ("bob", 6)], 3, Settings()),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("pairs, horizon, config", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_the_snapshot_equals_the_oracles_walk(spark, pairs, horizon, config):
+    assert_same(snapshot(spark, pairs, horizon, config), expected(pairs, horizon, config), "daily_snapshot")
+
+
+users_days = st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 60)), min_size=1, max_size=25)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(before=users_days, after=users_days, horizon=st.integers(0, 90))
+def test_a_correction_by_difference_equals_a_recount(spark, before, after, horizon):
+    """Totals of the old session days, plus the difference the changed users make (a +1 and a -1
+    timeline each), give the snapshot of the new session days."""
+    changed = {u for u, _ in before} ^ {u for u, _ in after} | {u for u, _ in set(before) ^ set(after)}
+    new = [p for p in before if p[0] not in changed] + [p for p in after if p[0] in changed]
+    old_totals = lifecycle.transitions(session_days(spark, before), Settings())
+    timelines = session_days(spark, [p for p in new if p[0] in changed]).withColumn("weight", F.lit(1)).unionByName(
+        session_days(spark, [p for p in before if p[0] in changed]).withColumn("weight", F.lit(-1)))  # fmt: skip
+    corrected = lifecycle.combined(old_totals, lifecycle.transitions(timelines, Settings()))
+    actual = rows(lifecycle.snapshot(corrected, day(horizon)), SNAPSHOT_COLUMNS)
+    assert_same(actual, expected(new, horizon, Settings()), "daily_snapshot")
