@@ -56,6 +56,9 @@ def spark_config(**overrides: Any) -> dict[str, str]:
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.codegen.wholeStage": "false",
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+        # Inferring constraints through unions of wide comparisons grows exponentially (the corrections of
+        # a re-ingested day hung in it); no query here needs inferred filters.
+        "spark.sql.constraintPropagation.enabled": "false",
         # Delta rebuilds a table's state with this many tasks (default 50): too many for small logs.
         "spark.databricks.delta.snapshotPartitions": "2",
         # Python's json keeps the last of duplicate keys; so does the parser, as the contract's oracle.

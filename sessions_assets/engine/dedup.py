@@ -60,7 +60,7 @@ def corrections(wanted: DataFrame, stored: DataFrame, columns: list[str]) -> Dat
     for c in columns:
         same = same & F.col(f"w_{c}").eqNullSafe(F.col(f"s_{c}"))
     wanted_here, stored_here = F.col(f"w_{KEY}").isNotNull(), F.col(f"s_{KEY}").isNotNull()
-    same_day = stored_here & (F.col("w_event_date") == F.col("s_event_date"))
+    same_day = stored_here & F.coalesce(F.col("w_event_date") == F.col("s_event_date"), F.lit(False))
     new = joined.where(wanted_here & ~same).select(*[F.col(f"w_{c}").alias(c) for c in columns],
                                                    F.when(same_day, "update").otherwise("insert").alias("_op"))  # fmt: skip
     gone = joined.where(stored_here & ~same_day & (~wanted_here | ~same))

@@ -52,7 +52,7 @@ def ingest_day(wh: Warehouse, settings: Settings, day: date) -> IngestedDay:
         classified = accept.classify(accept.parse(lines), settings)
         classified = _with_device_classes(wh, classified).withColumns(
             {"received_date": F.lit(day), "message_hash": message_hash(F.col("message_id")), "detail": F.lit(None)}
-        ).persist()
+        ).localCheckpoint()
         done = IngestedDay(files={f.uri: {"lines": 0, "accepted": 0, "rejected": 0} for f in files if not f.skip_reason})
         # Every count the run reports, in one query: per file, reason and event day.
         for row in classified.groupBy("source_file", "reason", "event_date").count().collect():
@@ -80,7 +80,6 @@ def ingest_day(wh: Warehouse, settings: Settings, day: date) -> IngestedDay:
         done.event_days = sorted({r.event_date for r in before} | set(done.events_per_day))
         done.accepted = sum(done.events_per_day.values())
         done.lines = sum(f.get("lines", 0) for f in done.files.values())
-        classified.unpersist()
         return done
     finally:
         for uri in staged:
@@ -93,6 +92,7 @@ def _read_lines(wh: Warehouse, files: list[LandingFile]) -> tuple[DataFrame, lis
     spark, paths, staged = wh.spark, {}, []
     if any(_UNADDRESSABLE in f.name for f in files):
         folder = f"{wh.storage.table_uri(STAGING)}/{uuid.uuid4().hex}"
+        wh.storage.fs.makedirs(wh.storage.path_of(folder), exist_ok=True)
         staged.append(folder)
     for n, f in enumerate(files):
         if _UNADDRESSABLE in f.name:
@@ -102,12 +102,12 @@ def _read_lines(wh: Warehouse, files: list[LandingFile]) -> tuple[DataFrame, lis
         else:
             paths[f.uri] = f.uri
     read = lambda uris, salvage=False: _text(spark, uris, salvage)  # noqa: E731
-    lines, broken = read(list(paths.values())), []
+    # Checkpointed, not cached: Spark finds a cache by the query, and the same files read again after they
+    # changed are the same query.
+    broken = []
     try:
-        lines = lines.persist()
-        lines.count()
+        lines = read(list(paths.values())).localCheckpoint()
     except Exception:  # noqa: BLE001 - some file is bad: find which, read the rest, salvage what can be read
-        lines.unpersist()
         good = []
         for f in files:
             try:
@@ -119,7 +119,7 @@ def _read_lines(wh: Warehouse, files: list[LandingFile]) -> tuple[DataFrame, lis
         lines = parts[0]
         for part in parts[1:]:
             lines = lines.unionByName(part)
-        lines = lines.persist()
+        lines = lines.localCheckpoint()
     # Spark names a file by its percent-encoded path: map each back to the landing file it came from.
     by_path = {_plain(p): uri for uri, p in paths.items()}
     seen = [r.file_path for r in lines.groupBy("file_path").count().collect()]

@@ -63,6 +63,15 @@ def _rebuilding(wh: Warehouse, at: ledger.Position) -> tuple[bool, DataFrame | N
     return feed is None, feed
 
 
+def _rebuilt(wh: Warehouse, table, column: str, at: ledger.Position) -> Refreshed:
+    """A table rebuilt whole: every day it holds changed (counted from the narrow date column)."""
+    done = Refreshed("rebuilt whole", at.latest)
+    for row in wh.read(table).groupBy(column).count().collect():
+        done.days[row[column]] = row["count"]
+    done.counts["rows"] = sum(done.days.values())
+    return done
+
+
 # --- events -------------------------------------------------------------------------------------------
 
 
@@ -72,7 +81,7 @@ def refresh_events(wh: Warehouse, repair: tuple[date, date] | None = None) -> Re
     rebuild, feed = _rebuilding(wh, at)
     if rebuild:
         wh.overwrite(EVENTS, dedup.keep_first(wh.read(RAW_EVENTS, at.latest)).select(*EVENTS.columns), at.commit)
-        return Refreshed("rebuilt whole", at.latest)
+        return _rebuilt(wh, EVENTS, "event_date", at)
     done = Refreshed("incremental" if feed is not None else "up to date", at.latest)
     if feed is not None:
         if _removed_rows(wh, at):  # a received day re-ingested with other rows: recompute its messages
@@ -155,7 +164,7 @@ def refresh_sessions(wh: Warehouse, settings: Settings, repair: tuple[date, date
     rebuild, feed = _rebuilding(wh, at)
     if rebuild:
         wh.overwrite(SESSIONS, sessionize(wh.read(EVENTS, at.latest), settings), at.commit)
-        return Refreshed("rebuilt whole", at.latest)
+        return _rebuilt(wh, SESSIONS, "session_date", at)
     done = Refreshed("incremental" if feed is not None else "up to date", at.latest)
     if feed is not None:
         columns = [*EVENT_COLUMNS, "event_date"]

@@ -63,3 +63,6 @@ def test_corrections_make_the_stored_rows_the_wanted_ones(spark):
     ops = {(r._op, r.event_date) for r in dedup.corrections(wanted, stored, COLUMNS).collect()}
     assert ops == {("insert", date(2024, 3, 10)), ("delete", date(2024, 3, 11))}
     assert dedup.corrections(stored, stored, COLUMNS).collect() == []
+    nothing = frame(spark, [])
+    assert {(r._op, r.event_date) for r in dedup.corrections(nothing, stored, COLUMNS).collect()} == {
+        ("delete", date(2024, 3, 11))}  # a message no copy is left of goes  # fmt: skip

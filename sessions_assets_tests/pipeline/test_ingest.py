@@ -1,0 +1,76 @@
+"""Every line of every landing file is accounted for, one bad file stops nothing, and a received day that
+gains or loses lines is processed again to what processing its final files once would give."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections import Counter
+from datetime import date
+
+from pyspark.sql import functions as F
+
+from sessions_assets.warehouse.tables import RAW_EVENTS, REJECTED_EVENTS
+from sessions_assets_tests.expected import assert_tables_match_oracle
+from sessions_assets_tests.landing import segment, write_day
+
+DAY = date(2024, 3, 11)
+
+
+def lines(prefix: str, n: int) -> list[str]:
+    return [segment(f"{prefix}-{i}", "u1", f"2024-03-11 10:{i // 60:02d}:{i % 60:02d}") for i in range(n)]
+
+
+def test_a_day_of_awkward_files_is_read_whole_and_its_bad_files_are_reported(runner, data_root):
+    folder = write_day(data_root, DAY, lines("good", 2), "good.jsonl").parent
+    write_day(data_root, DAY, lines("bracket", 1), "part[1].jsonl")
+    write_day(data_root, DAY, lines("colon", 1), "batch-2024-03-11T10:00:00Z.jsonl")
+    write_day(data_root, DAY, lines("hidden", 1), "_retry.jsonl")
+    write_day(data_root, DAY, lines("dot", 1), ".late.jsonl")
+    write_day(data_root, DAY, ["a note"], "notes.txt")
+    write_day(data_root, DAY, [], "empty.jsonl")
+    whole = gzip.compress("".join(line + "\n" for line in lines("gz", 400)).encode())
+    (folder / "truncated.jsonl.gz").write_bytes(whole[: len(whole) // 2])
+    (folder / "plain.jsonl.gz").write_text(lines("plain", 1)[0])
+    os.symlink(folder / "nowhere.jsonl", folder / "gone.jsonl")
+
+    step = runner.ingest(DAY)
+
+    raw = Counter(r.message_id.rsplit("-", 1)[0] for r in runner_wh(runner).read(RAW_EVENTS).collect())
+    assert raw["good"] == 2 and raw["bracket"] == 1 and raw["colon"] == 1
+    assert 0 < raw["gz"] < 400 and raw["hidden"] == raw["dot"] == raw["plain"] == 0  # the readable part of the gzip
+    files = runner_wh(runner).read(REJECTED_EVENTS).where(F.col("payload").isNull())
+    reported = {r.source_file.rsplit("/", 1)[-1]: r.reason for r in files.collect()}
+    assert reported == {
+        "_retry.jsonl": "skipped_file", ".late.jsonl": "skipped_file", "notes.txt": "skipped_file",
+        "truncated.jsonl.gz": "unreadable_file", "plain.jsonl.gz": "unreadable_file", "gone.jsonl": "unreadable_file",
+    }  # fmt: skip
+    accounted = {f["file"]: f for f in step.metadata["raw_events"]["files"]}
+    for name in ("good.jsonl", "part[1].jsonl", "batch-2024-03-11T10:00:00Z.jsonl", "empty.jsonl"):
+        assert accounted[name]["lines"] == accounted[name]["accepted"] + accounted[name]["rejected"]
+    assert accounted["truncated.jsonl.gz"]["skipped"] == "unreadable_file"
+    assert accounted["truncated.jsonl.gz"]["lines"] == raw["gz"] + (accounted["truncated.jsonl.gz"]["rejected"])
+    assert "EOF" in accounted["truncated.jsonl.gz"]["detail"] or "end" in accounted["truncated.jsonl.gz"]["detail"]
+
+
+def test_a_day_that_gains_a_file_and_then_loses_lines_ends_as_if_read_once(runner, data_root):
+    early = [segment("a1", "u1", "2024-03-10 10:00"), segment("a2", "u1", "2024-03-10 10:20")]
+    write_day(data_root, date(2024, 3, 10), early)
+    first = lines("m", 3)
+    write_day(data_root, DAY, first)
+    runner.process()
+    # Re-delivered: a second file with a copy of a message received earlier, and a late event of the 10th.
+    write_day(data_root, DAY, [first[0], segment("a3", "u1", "2024-03-10 10:40", "2024-03-11 08:00")], "part-0001.jsonl")
+    runner.process()
+    assert_tables_match_oracle(runner_wh(runner), data_root)
+    # Shrunk: the second file loses the late event, the first file a message.
+    write_day(data_root, DAY, [first[0]], "part-0001.jsonl")
+    write_day(data_root, DAY, first[1:])
+    runner.process()
+    assert_tables_match_oracle(runner_wh(runner), data_root)
+
+
+def runner_wh(runner):
+    """The warehouse the runner's resources point at."""
+    resources = runner.defs.resources
+    return resources["pipeline"].warehouse(resources["spark"])

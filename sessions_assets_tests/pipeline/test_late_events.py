@@ -1,0 +1,109 @@
+"""The seed's late-data cases through the real pipeline, in both arrival orders, against the oracle.
+
+Four received days. The first three bring each user's visits on time; the fourth brings what arrived late:
+an event between two sessions, one that bridges a gap, one before a landing page, and a retried request
+whose copy is stamped across midnight. In one order the late day comes last, in the other first. Either
+way every table must equal the oracle's recompute, and the named effects must show.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+from pyspark.sql import functions as F
+
+from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, EVENTS, SESSIONS
+from sessions_assets_tests.expected import assert_tables_match_oracle
+from sessions_assets_tests.landing import segment, write_day
+
+D1, D2, D3, D4 = date(2024, 3, 1), date(2024, 3, 2), date(2024, 3, 3), date(2024, 3, 4)
+ON_TIME = {
+    D1: [segment("r1", "renumbered", "2024-03-01 10:00"),
+         segment("m1", "merged", "2024-03-01 09:00"), segment("m2", "merged", "2024-03-01 09:10"),
+         segment("m3", "merged", "2024-03-01 09:45"), segment("m4", "merged", "2024-03-01 09:50")],
+    D2: [segment("l1", "landed", "2024-03-02 10:05", kind="page", path="/pricing", referrer="https://a.example/"),
+         segment("l2", "landed", "2024-03-02 10:06", kind="page", path="/checkout"),
+         segment("m5", "merged", "2024-03-02 15:00"),
+         segment("e1", "early", "2024-03-02 23:59:59", "2024-03-02 23:59:59.5")],  # the retry, received first
+    D3: [segment("r2", "renumbered", "2024-03-03 10:00"),
+         segment("c1", "copied", "2024-03-03 00:00:05", "2024-03-03 00:00:06"),
+         segment("e1", "early", "2024-03-03 00:00:03", "2024-03-03 00:00:04")],  # the original, received after
+}  # fmt: skip
+LATE = [
+    segment("r3", "renumbered", "2024-03-02 12:00", "2024-03-04 08:00"),  # a session between two others
+    segment("m6", "merged", "2024-03-01 09:28", "2024-03-04 08:00"),  # bridges 09:10 .. 09:45
+    segment("l0", "landed", "2024-03-02 09:50", "2024-03-04 08:00", kind="page", path="/blog",
+            referrer="https://b.example/", campaign={"source": "news", "medium": "email", "name": "spring"}),
+    segment("c1", "copied", "2024-03-02 23:59:58", "2024-03-04 09:00"),  # a retry stamped across midnight
+]  # fmt: skip
+
+
+def _process(runner, root, days: dict) -> None:
+    for day, lines in days.items():
+        write_day(root, day, lines)
+    runner.process()
+
+
+@pytest.fixture(scope="module", params=["late_day_last", "late_day_first"])
+def arrived(request, spark, tmp_path_factory):
+    """The warehouse after all four days, the late one last or first, and its data root."""
+    import dagster as dg
+
+    from sessions_assets.cli.runner import Runner
+    from sessions_assets.defs.resources import resources
+    from sessions_assets.settings import Settings
+    from sessions_assets.warehouse.delta import Warehouse
+    from sessions_assets.warehouse.storage import Storage
+
+    root = tmp_path_factory.mktemp(request.param) / "data"
+    settings = Settings(data_root=str(root))
+    with dg.instance_for_test() as instance:
+        runner = Runner(instance, resources(settings))
+        steps = [ON_TIME, {D4: LATE}] if request.param == "late_day_last" else [{D4: LATE}, ON_TIME]
+        for step in steps:
+            _process(runner, root, step)
+        yield Warehouse(spark, Storage(str(root))), root
+
+
+def sessions_of(wh, user: str) -> list[tuple]:
+    rows = wh.read(SESSIONS).where(F.col("user_key") == user).orderBy("session_start").collect()
+    return [(r.session_number, r.session_start.strftime("%m-%d %H:%M"), r.num_events, r.session_date) for r in rows]
+
+
+def test_every_table_equals_a_full_recompute(arrived):
+    assert_tables_match_oracle(*arrived)
+
+
+def test_late_session_between_two_others_bumps_the_later_number(arrived):
+    wh, _ = arrived
+    assert sessions_of(wh, "renumbered") == [
+        (1, "03-01 10:00", 1, D1),
+        (2, "03-02 12:00", 1, D2),  # the late one
+        (3, "03-03 10:00", 1, D3),  # was 2 before it arrived, on another day
+    ]
+
+
+def test_late_event_merges_two_sessions_and_closes_the_numbering_gap(arrived):
+    wh, _ = arrived
+    assert sessions_of(wh, "merged") == [(1, "03-01 09:00", 5, D1), (2, "03-02 15:00", 1, D2)]
+
+
+def test_late_first_event_changes_the_landing_page_referrer_and_campaign(arrived):
+    wh, _ = arrived
+    [row] = wh.read(SESSIONS).where(F.col("user_key") == "landed").collect()
+    assert (row.landing_path, row.exit_path, row.referrer, row.utm_source, row.utm_medium, row.utm_campaign,
+            row.page_views) == ("/blog", "/checkout", "https://b.example/", "news", "email", "spring", 3)  # fmt: skip
+
+
+def test_a_copy_stamped_across_midnight_counts_once_on_the_first_received_copys_day(arrived):
+    wh, _ = arrived
+    events = {r.message_id: r.event_date for r in wh.read(EVENTS).where(F.col("message_id").isin("c1", "e1")).collect()}
+    # c1: the original, received first, stays on its day; e1: the retry was received first and wins.
+    assert events == {"c1": D3, "e1": D2}
+    assert sessions_of(wh, "copied")[0][2:] == (1, D3)
+
+
+def test_the_snapshot_runs_from_the_first_session_day_to_the_latest_received_day(arrived):
+    wh, _ = arrived
+    assert tuple(wh.read(DAILY_SNAPSHOT).agg(F.min("snapshot_date"), F.max("snapshot_date")).head()) == (D1, D4)
