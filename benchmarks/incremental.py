@@ -34,7 +34,7 @@ import urllib.request
 import uuid
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 os.environ.setdefault("TZ", "UTC")
@@ -56,9 +56,9 @@ def generate(root: Path, first_day: date, days: int, per_day: int, seed: int) ->
     rng = random.Random(seed)
     users = [f"user-{i}" for i in range(max(10, per_day // 4))]
     received_days = [first_day + timedelta(days=i) for i in range(days)]
-    start = datetime.combine(first_day, datetime.min.time(), tzinfo=timezone.utc)
+    start = datetime.combine(first_day, datetime.min.time(), tzinfo=UTC)
     for received_day in received_days:
-        day_start = datetime.combine(received_day, datetime.min.time(), tzinfo=timezone.utc)
+        day_start = datetime.combine(received_day, datetime.min.time(), tzinfo=UTC)
         lines: list[str] = []
         while len(lines) < per_day:
             roll = rng.random()
@@ -79,7 +79,9 @@ def generate(root: Path, first_day: date, days: int, per_day: int, seed: int) ->
                 }  # fmt: skip
                 lines.append(json.dumps(message))
                 if rng.random() < 0.01:  # re-delivered, up to a day later
-                    lines.append(json.dumps({**message, "receivedAt": _iso(received + timedelta(hours=rng.uniform(0, 24)))}))
+                    lines.append(
+                        json.dumps({**message, "receivedAt": _iso(received + timedelta(hours=rng.uniform(0, 24)))})
+                    )
                 moment += timedelta(seconds=rng.expovariate(1 / 120))
         folder = root / "landing" / f"received_date={received_day}"
         folder.mkdir(parents=True, exist_ok=True)
@@ -181,8 +183,9 @@ def _ingest(wh, settings, day):
 
 
 def _rebuild_events(wh, first: date, last: date) -> None:
-    from sessions_assets import events as ev
     from sessions_assets.tables import EVENTS
+
+    from sessions_assets import events as ev
 
     received = ev.contributing_received_days(wh, first, last)
     wh.replace_partitions(EVENTS, ev.dedupe(ev.raw_rows_for(wh, received, first, last)), first, last)
@@ -207,8 +210,6 @@ def _overwrite(wh, table, rows, note: str | None = None) -> None:
 def full_build(wh, settings, horizon: date) -> None:
     """``events``, ``sessions``, ``daily_snapshot`` (and ``user_states``) from all of ``raw_events``."""
     from pyspark.sql import functions as F
-
-    from sessions_assets import ledger
     from sessions_assets.events import CONSUMER as events_consumer
     from sessions_assets.events import dedupe
     from sessions_assets.session_extend import mark
@@ -217,6 +218,8 @@ def full_build(wh, settings, horizon: date) -> None:
     from sessions_assets.snapshot import CONSUMER as snapshot_consumer
     from sessions_assets.snapshot import rebuild_snapshot
     from sessions_assets.tables import DAILY_SNAPSHOT, EVENTS, RAW_EVENTS, SESSIONS, USER_STATES
+
+    from sessions_assets import ledger
 
     _overwrite(wh, EVENTS, dedupe(wh.read(RAW_EVENTS)))
     # Marked as having read every event day, like a sessions commit of the pipeline (``session_extend``).
@@ -231,13 +234,13 @@ def full_build(wh, settings, horizon: date) -> None:
 
 def run_method(method: str, root: Path, day: date) -> None:
     import dagster as dg
-
-    from sessions_assets.definitions import build_resources
     from sessions_assets.affected import neighbour_days
     from sessions_assets.partitions import contiguous_ranges, partition_bounds
     from sessions_assets.runner import Runner
     from sessions_assets.session_rebuild import rebuild_session_days
     from sessions_assets.snapshot import rebuild_snapshot
+
+    from sessions_assets.definitions import build_resources
 
     resources = build_resources(data_root=str(root))
     settings = resources["settings"]
@@ -264,8 +267,9 @@ def run_method(method: str, root: Path, day: date) -> None:
 
 
 def _warehouse(root: Path):
-    from sessions_assets.definitions import build_resources
     from sessions_assets.tables import Warehouse
+
+    from sessions_assets.definitions import build_resources
 
     resources = build_resources(data_root=str(root))
     return Warehouse(resources["spark"].spark_session, resources["settings"])
@@ -284,13 +288,18 @@ def _rows(wh, table) -> set:
 
 
 def bench_history(
-    spark, workdir: Path, history: int, per_day: int, seed: int, methods: tuple[str, ...] = METHODS,
+    spark,
+    workdir: Path,
+    history: int,
+    per_day: int,
+    seed: int,
+    methods: tuple[str, ...] = METHODS,
     reuse: bool = False,
 ) -> list[Measurement]:
     from pyspark.sql import functions as F
+    from sessions_assets.tables import DAILY_SNAPSHOT, EVENTS, PARTITION_MAP, RAW_EVENTS, REJECTED_EVENTS, SESSIONS
 
     from sessions_assets import ingest
-    from sessions_assets.tables import DAILY_SNAPSHOT, EVENTS, PARTITION_MAP, RAW_EVENTS, REJECTED_EVENTS, SESSIONS
 
     base = workdir / f"h{history}" / "base"
     made, found = {"history": history, "events_per_day": per_day, "seed": seed}, _history_made(base)
@@ -336,10 +345,10 @@ def warm_filters(root: Path) -> None:
     when they are already up to date.
     """
     from pyspark.sql import functions as F
-
-    from sessions_assets import message_filter
     from sessions_assets.events import copies_per_day
     from sessions_assets.tables import PARTITION_MAP
+
+    from sessions_assets import message_filter
 
     started = time.monotonic()
     wh = _warehouse(root)
@@ -366,7 +375,13 @@ def _time_methods(
 ) -> list[Measurement]:
     """Each method on its own copy of ``base``, processing ``new_day``."""
     from sessions_assets.tables import (
-        DAILY_SNAPSHOT, EVENTS, PARTITION_MAP, RAW_EVENTS, REJECTED_EVENTS, SESSIONS, USER_STATES,
+        DAILY_SNAPSHOT,
+        EVENTS,
+        PARTITION_MAP,
+        RAW_EVENTS,
+        REJECTED_EVENTS,
+        SESSIONS,
+        USER_STATES,
     )  # fmt: skip
 
     tables = (RAW_EVENTS, REJECTED_EVENTS, PARTITION_MAP, EVENTS, SESSIONS, DAILY_SNAPSHOT, USER_STATES)
@@ -443,18 +458,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/sessions-bench"))
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument(
-        "--methods", nargs="+", choices=METHODS, default=list(METHODS),
+        "--methods",
+        nargs="+",
+        choices=METHODS,
+        default=list(METHODS),
         help="methods to time (the full rebuild always runs: it is the reference)",
     )
     parser.add_argument(
-        "--reuse-history", action="store_true",
+        "--reuse-history",
+        action="store_true",
         help="time on the history a previous run left in --workdir if it has the same H, volume and seed",
     )
     args = parser.parse_args(argv)
 
     t0 = time.perf_counter()
     from dagster_pyspark import LazyPySparkResource
-
     from sessions_assets.resources import spark_config
 
     config = spark_config(ui=True) | {"spark.ui.retainedJobs": "100000", "spark.ui.retainedStages": "100000",

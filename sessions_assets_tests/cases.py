@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def T(text: str) -> datetime:
     """'2019-10-23 09:21' or '2019-10-23 09:21:30.5' (UTC) -> aware datetime."""
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 GOOD = {
@@ -129,5 +129,3 @@ ACCEPTED = [
     ("offset_across_midnight", line(timestamp="2024-03-16T23:30:00-01:00", receivedAt="2024-03-17T00:30:05Z"), "u1",
      T("2024-03-17 00:30")),
 ]  # fmt: skip
-
-

@@ -103,7 +103,9 @@ class DagsterDev:
 
     def repository(self) -> dict:
         """The selector of the one repository served: location and repository names."""
-        data = self.graphql("{ repositoriesOrError { ... on RepositoryConnection { nodes { name location { name } } } } }")
+        data = self.graphql(
+            "{ repositoriesOrError { ... on RepositoryConnection { nodes { name location { name } } } } }"
+        )
         [node] = data["repositoriesOrError"]["nodes"]
         return {"repositoryLocationName": node["location"]["name"], "repositoryName": node["name"]}
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import date, timezone
+from datetime import UTC, date
 from pathlib import Path
 
 from sessions_assets.warehouse.delta import Warehouse
@@ -18,7 +18,7 @@ EVENT_COLUMNS = ("message_id", "user_key", "type", "event", "timestamp", "receiv
 
 
 def as_utc(value):
-    return value.replace(tzinfo=timezone.utc) if hasattr(value, "hour") and value.tzinfo is None else value
+    return value.replace(tzinfo=UTC) if hasattr(value, "hour") and value.tzinfo is None else value
 
 
 def rows(df, columns) -> Counter:
@@ -42,7 +42,9 @@ def assert_tables_match_oracle(wh: Warehouse, root: Path, oracle: dict | None = 
     line_rejects = wh.read(REJECTED_EVENTS).where("payload IS NOT NULL")
     assert rows(line_rejects, ["received_date", "payload", "reason"]) == Counter(
         (date.fromisoformat(d), payload, reason) for d, payload, reason in oracle["rejected"])  # fmt: skip
-    assert rows(wh.read(EVENTS), EVENT_COLUMNS) == oracle_rows([expected_event(e) for e in oracle["events"]], EVENT_COLUMNS)
+    assert rows(wh.read(EVENTS), EVENT_COLUMNS) == oracle_rows(
+        [expected_event(e) for e in oracle["events"]], EVENT_COLUMNS
+    )
     assert_same(rows(wh.read(SESSIONS), SESSION_COLUMNS), oracle_rows(oracle["sessions"], SESSION_COLUMNS), "sessions")
     assert_same(rows(wh.read(DAILY_SNAPSHOT), SNAPSHOT_COLUMNS), oracle_rows(oracle["snapshot"], SNAPSHOT_COLUMNS),
                 "daily_snapshot")  # fmt: skip

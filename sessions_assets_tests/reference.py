@@ -30,7 +30,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 from fractions import Fraction
 
 __all__ = [
@@ -116,7 +116,7 @@ def parse_timestamp(value) -> datetime | None:
             microseconds,
             tzinfo=timezone(offset),
         )
-        return local.astimezone(timezone.utc)
+        return local.astimezone(UTC)
     except (ValueError, OverflowError):  # no such date or time, or out of datetime's range in UTC
         return None
 
@@ -210,7 +210,7 @@ def accept_line(line: str, settings: Settings = DEFAULTS) -> tuple[dict | None, 
     if received_at - timestamp > timedelta(days=settings.max_lateness_days):
         return None, "too_late"
     if timestamp < datetime(settings.start_date.year, settings.start_date.month, settings.start_date.day,
-                            tzinfo=timezone.utc):  # fmt: skip
+                            tzinfo=UTC):  # fmt: skip
         return None, "too_late"
 
     # The session key: userId when non-empty, else anonymousId.
@@ -242,8 +242,12 @@ def attributes(message: dict) -> dict:
         "utm_source": first(("context", "campaign", "source")),
         "utm_medium": first(("context", "campaign", "medium")),
         "utm_campaign": first(("context", "campaign", "name")),
-        "user_agent": first(("context", "userAgent"),),
-        "device_type": first(("context", "device", "type"),),
+        "user_agent": first(
+            ("context", "userAgent"),
+        ),
+        "device_type": first(
+            ("context", "device", "type"),
+        ),
     }
 
 
@@ -368,7 +372,7 @@ def describe(user_key: str, number: int, events: list[dict], ended_by_cap: bool)
     campaign = _first_carrying(events, "utm_source", "utm_medium", "utm_campaign") or {}
     agent = _first_carrying(events, "user_agent")
     sent_type = _first_carrying(events, "device_type")
-    stamp = start.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    stamp = start.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
     return {
         "session_id": hashlib.sha256(f"{user_key}|{stamp}".encode()).hexdigest()[:32],
         "user_key": user_key,
@@ -388,7 +392,7 @@ def describe(user_key: str, number: int, events: list[dict], ended_by_cap: bool)
         "utm_campaign": campaign.get("utm_campaign"),
         "device_type": device_class(agent["user_agent"]) if agent else sent_type["device_type"] if sent_type else None,
         "ended_by_cap": ended_by_cap,
-        "session_date": start.astimezone(timezone.utc).date(),
+        "session_date": start.astimezone(UTC).date(),
     }
 
 

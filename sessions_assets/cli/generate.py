@@ -16,7 +16,7 @@ import random
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 
 from sessions_assets.warehouse.storage import Storage
 
@@ -61,7 +61,7 @@ class GenerateSummary:
 
 
 def _iso(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ def _bursts(rng: random.Random, first: date, last: date) -> list[list[datetime]]
     while day <= last:
         if rng.random() < 0.45:
             for _ in range(rng.randint(1, 3)):
-                moment = datetime.combine(day, time(0), timezone.utc) + timedelta(minutes=rng.randint(0, 24 * 60 - 1))
+                moment = datetime.combine(day, time(0), UTC) + timedelta(minutes=rng.randint(0, 24 * 60 - 1))
                 burst = []
                 for _ in range(rng.randint(1, 12)):
                     burst.append(moment)
@@ -133,7 +133,7 @@ def _bursts(rng: random.Random, first: date, last: date) -> list[list[datetime]]
 
 def _bot(rng: random.Random, first: date, hours: int) -> list[list[datetime]]:
     """A bot: an event every 1-10 minutes, never a 30-minute pause, for ``hours`` hours."""
-    moment = datetime.combine(first, time(6), timezone.utc)
+    moment = datetime.combine(first, time(6), UTC)
     end, times = moment + timedelta(hours=hours), []
     while moment < end:
         times.append(moment)
@@ -142,7 +142,9 @@ def _bot(rng: random.Random, first: date, hours: int) -> list[list[datetime]]:
 
 
 def _broken_lines(rng: random.Random, received: datetime) -> list[tuple[str, str]]:
-    good = json.dumps(_message(rng, Visitor("u-broken", False, "desktop"), received - timedelta(minutes=5), received, True))
+    good = json.dumps(
+        _message(rng, Visitor("u-broken", False, "desktop"), received - timedelta(minutes=5), received, True)
+    )
     return [
         ("malformed", good[: rng.randint(5, len(good) - 5)]),  # truncated
         ("malformed", "[1, 2, 3]"),
@@ -159,9 +161,9 @@ def generate_landing_zone(
     """Write ``landing/received_date=YYYY-MM-DD/*`` under ``data_root`` (a path or a URI): two files a day, one
     day's second file gzipped, another's named ``.json``."""
     rng = random.Random(seed)
-    last = end_date or (datetime.now(timezone.utc).date() - timedelta(days=1))
+    last = end_date or (datetime.now(UTC).date() - timedelta(days=1))
     first = last - timedelta(days=days - 1)
-    horizon = datetime.combine(last + timedelta(days=1), time(0), timezone.utc)
+    horizon = datetime.combine(last + timedelta(days=1), time(0), UTC)
     history = first - timedelta(days=90)  # device history older than the landing zone, for the late tail
     by_day: dict[date, list[str]] = {first + timedelta(days=i): [] for i in range(days)}
     summary = GenerateSummary([d.isoformat() for d in by_day])
@@ -174,7 +176,9 @@ def generate_landing_zone(
     devices = [*AGENTS, *AGENTS, *APPS]
     visitors = [Visitor(f"user-{i:04d}", rng.random() < 0.15, rng.choice(devices)) for i in range(users)]
     streams = [(v, _bursts(rng, history, last)) for v in visitors]
-    streams += [(Visitor(bot, False, "desktop"), _bot(rng, first + timedelta(days=i), 60)) for i, bot in enumerate(BOTS)]
+    streams += [
+        (Visitor(bot, False, "desktop"), _bot(rng, first + timedelta(days=i), 60)) for i, bot in enumerate(BOTS)
+    ]
     for visitor, bursts in streams:
         for burst in bursts:
             for n, at in enumerate(burst):
@@ -186,11 +190,13 @@ def generate_landing_zone(
                     _redeliver(rng, message, at, received, deliver)
 
     for day, lines in by_day.items():
-        noon = datetime.combine(day, time(12), timezone.utc)
+        noon = datetime.combine(day, time(12), UTC)
         for i in range(FUTURE_LINES_PER_DAY):
             received = noon + timedelta(minutes=37 * i)
             who = Visitor(f"user-{rng.randrange(users):04d}", False, "desktop")
-            lines.append(json.dumps(_message(rng, who, received + timedelta(hours=rng.randint(2, 48)), received, False)))
+            lines.append(
+                json.dumps(_message(rng, who, received + timedelta(hours=rng.randint(2, 48)), received, False))
+            )
             summary.kinds["future_dated"] += 1
         if day == first + timedelta(days=days // 2):
             ancient = _message(rng, Visitor("user-0000", False, "desktop"), noon - timedelta(days=500), noon, False)
@@ -211,11 +217,15 @@ def _redeliver(rng: random.Random, message: dict, at: datetime, received: dateti
         deliver(message, received + timedelta(hours=rng.randint(1, 72)), "duplicates")
         return
     shift = timedelta(seconds=rng.randint(1, 90)) * (1 if at.minute % 2 else -1)
-    midnight = datetime.combine(at.date() + timedelta(days=at.hour >= 12), time(0), timezone.utc)
+    midnight = datetime.combine(at.date() + timedelta(days=at.hour >= 12), time(0), UTC)
     if rng.random() < 0.25 and abs(midnight - at) < timedelta(minutes=45):  # a device clock off by minutes
         shift = midnight - at + timedelta(seconds=rng.randint(1, 30)) * (1 if midnight > at else -1)
     copy = {**message, "timestamp": _iso(at + shift), "sentAt": _iso(at + shift)}
-    copy_received = received - timedelta(seconds=rng.randint(1, 20)) if roll < 0.7 else received + timedelta(hours=rng.randint(1, 48))
+    copy_received = (
+        received - timedelta(seconds=rng.randint(1, 20))
+        if roll < 0.7
+        else received + timedelta(hours=rng.randint(1, 48))
+    )
     deliver(copy, copy_received, "shifted_copies")
 
 

@@ -27,7 +27,9 @@ def _storage(args: argparse.Namespace, landing: bool = True):
     if not storage.root_exists():
         raise SystemExit(f"sessions-assets: no data root at {storage.root} (give --data-root or SESSIONS_DATA_ROOT)")
     if landing and not storage.landing_exists():
-        raise SystemExit(f"sessions-assets: no landing zone at {storage.landing} (received days go in landing/received_date=YYYY-MM-DD/)")
+        raise SystemExit(
+            f"sessions-assets: no landing zone at {storage.landing} (received days go in landing/received_date=YYYY-MM-DD/)"
+        )
     return storage
 
 
@@ -58,7 +60,7 @@ def _refresh_line(metadata: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sessions_assets.cli.runner import Runner, RunFailed, open_instance
+    from sessions_assets.cli.runner import RunFailed, Runner, open_instance
     from sessions_assets.defs import planning
     from sessions_assets.defs.resources import resources
     from sessions_assets.settings import Settings
@@ -73,7 +75,10 @@ def run(args: argparse.Namespace) -> int:
         if not landing.due and due is None:
             print(f"Nothing to do: every received day under {storage.landing} is processed.")
             return 0
-        print(f"{len(landing.due)} received day(s) to ingest" + (", then a refresh" if landing.due or due else ""), flush=True)
+        print(
+            f"{len(landing.due)} received day(s) to ingest" + (", then a refresh" if landing.due or due else ""),
+            flush=True,
+        )
         runner = Runner(instance, resources(Settings.from_env(data_root=args.data_root)))
         try:
             for day, _ in landing.due:
@@ -105,7 +110,7 @@ def status(args: argparse.Namespace) -> int:
 
 
 def repair(args: argparse.Namespace) -> int:
-    from sessions_assets.cli.runner import Runner, RunFailed, open_instance
+    from sessions_assets.cli.runner import RunFailed, Runner, open_instance
     from sessions_assets.defs.resources import resources
     from sessions_assets.settings import Settings
 

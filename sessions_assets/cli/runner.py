@@ -62,7 +62,11 @@ class Runner:
 
     def _execute(self, job: str, tags: dict, run_config: dict | None = None, **kwargs) -> Step:
         result = self.defs.resolve_job_def(job).execute_in_process(
-            instance=self.instance, tags=tags, run_config={**QUIET, **(run_config or {})}, raise_on_error=False, **kwargs
+            instance=self.instance,
+            tags=tags,
+            run_config={**QUIET, **(run_config or {})},
+            raise_on_error=False,
+            **kwargs,
         )
         if not result.success:
             failures = [e for e in result.all_events if e.is_step_failure or e.is_failure]
@@ -71,13 +75,17 @@ class Runner:
         metadata = {}
         for event in result.get_asset_materialization_events():
             materialization = event.step_materialization_data.materialization
-            metadata[materialization.asset_key.to_user_string()] = {k: v.value for k, v in materialization.metadata.items()}
+            metadata[materialization.asset_key.to_user_string()] = {
+                k: v.value for k, v in materialization.metadata.items()
+            }
         return Step(result.run_id, metadata)
 
     def ingest(self, day: date) -> Step:
         return self._execute("ingest_job", {}, partition_key=day.isoformat())
 
-    def refresh(self, due: planning.RefreshDue | None = None, rebuild: tuple[date, date, set[str]] | None = None) -> Step:
+    def refresh(
+        self, due: planning.RefreshDue | None = None, rebuild: tuple[date, date, set[str]] | None = None
+    ) -> Step:
         """The refresh a sensor would launch (``due``), or a repair of days ``first..last`` of some tables."""
         if rebuild is not None:
             first, last, tables = rebuild

@@ -6,13 +6,12 @@ re-run changes nothing. With ``rebuild: true`` in the run config it also recompu
 whole from their inputs, the way to repair days whatever happened to them.
 """
 
-
 from datetime import date
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
-from sessions_assets.defs.ingest import POOL, retry_on_conflict
+from sessions_assets.defs.ingest import retry_on_conflict
 from sessions_assets.defs.partitions import ANY_RECEIVED_DAY, SAME_DAY, SESSION_NEIGHBOURS, bounds, daily
 from sessions_assets.defs.resources import PipelineResource
 from sessions_assets.warehouse.refresh import Refreshed, refresh_events, refresh_sessions, refresh_snapshot
@@ -65,13 +64,16 @@ def _run(context: dg.AssetExecutionContext, step) -> Refreshed:
 
 @dg.asset(
     partitions_def=daily,
-    deps=[dg.AssetDep("raw_events", partition_mapping=ANY_RECEIVED_DAY),
-          dg.AssetDep("partition_map", partition_mapping=ANY_RECEIVED_DAY)],  # fmt: skip
+    deps=[
+        dg.AssetDep("raw_events", partition_mapping=ANY_RECEIVED_DAY),
+        dg.AssetDep("partition_map", partition_mapping=ANY_RECEIVED_DAY),
+    ],  # fmt: skip
     backfill_policy=SINGLE_RUN,
     group_name="sessions",
-    pool=POOL,
 )
-def events(context: dg.AssetExecutionContext, config: RefreshConfig, spark: LazyPySparkResource, pipeline: PipelineResource):
+def events(
+    context: dg.AssetExecutionContext, config: RefreshConfig, spark: LazyPySparkResource, pipeline: PipelineResource
+):
     """Accepted events by event day, one row per ``messageId``: the first-received copy, wherever it landed."""
     wh = pipeline.warehouse(spark)
     done = _run(context, lambda: refresh_events(wh, _days(context) if config.rebuild else None))
@@ -83,11 +85,17 @@ def events(context: dg.AssetExecutionContext, config: RefreshConfig, spark: Lazy
     deps=[dg.AssetDep(events, partition_mapping=SESSION_NEIGHBOURS)],
     backfill_policy=SINGLE_RUN,
     group_name="sessions",
-    pool=POOL,
-    check_specs=[dg.AssetCheckSpec(NUMBERING_CHECK, asset="sessions",
-                                   description="Each user written has sessions numbered 1..n in start order.")],  # fmt: skip
+    check_specs=[
+        dg.AssetCheckSpec(
+            NUMBERING_CHECK,
+            asset="sessions",
+            description="Each user written has sessions numbered 1..n in start order.",
+        )
+    ],  # fmt: skip
 )
-def sessions(context: dg.AssetExecutionContext, config: RefreshConfig, spark: LazyPySparkResource, pipeline: PipelineResource):
+def sessions(
+    context: dg.AssetExecutionContext, config: RefreshConfig, spark: LazyPySparkResource, pipeline: PipelineResource
+):
     """Sessions by start day (30-minute gap, 24-hour cap), numbered per user, with landing page, source and
     device: only the chains that changed are recomputed."""
     wh = pipeline.warehouse(spark)
@@ -105,7 +113,6 @@ def sessions(context: dg.AssetExecutionContext, config: RefreshConfig, spark: La
     deps=[dg.AssetDep(sessions, partition_mapping=SAME_DAY)],
     backfill_policy=SINGLE_RUN,
     group_name="sessions",
-    pool=POOL,
 )
 def daily_snapshot(
     context: dg.AssetExecutionContext, config: RefreshConfig, spark: LazyPySparkResource, pipeline: PipelineResource
@@ -114,4 +121,3 @@ def daily_snapshot(
     wh = pipeline.warehouse(spark)
     done = _run(context, lambda: refresh_snapshot(wh, pipeline.settings, repair=config.rebuild))
     yield from _results(context, done)
-

@@ -1,7 +1,6 @@
 """Asset checks over whole tables: the invariants a full recompute satisfies. They scan every row, so they
 run from the daily checks schedule or the UI, not in each refresh (which checks the numbers it wrote)."""
 
-
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import DataFrame
@@ -43,7 +42,9 @@ def sessions_numbered_in_order(spark: LazyPySparkResource, pipeline: PipelineRes
 @dg.asset_check(asset="sessions", description="Each user's sessions count exactly their events.")
 def sessions_count_every_event(spark: LazyPySparkResource, pipeline: PipelineResource) -> dg.AssetCheckResult:
     wh = pipeline.warehouse(spark)
-    return _result(invariants.uncounted_events(wh.read(SESSIONS), wh.read(EVENTS)), "users whose events and sessions disagree")
+    return _result(
+        invariants.uncounted_events(wh.read(SESSIONS), wh.read(EVENTS)), "users whose events and sessions disagree"
+    )
 
 
 @dg.asset_check(asset="daily_snapshot", description="Each day, the users on hand are the users seen so far.")
@@ -56,6 +57,9 @@ def snapshot_counts_every_user(spark: LazyPySparkResource, pipeline: PipelineRes
 CHECKS = [sessions_do_not_overlap, sessions_within_cap, sessions_numbered_in_order, sessions_count_every_event,
           snapshot_counts_every_user]  # fmt: skip
 daily_checks = dg.ScheduleDefinition(
-    name="daily_checks", job=dg.define_asset_job("checks_job", selection=dg.AssetSelection.checks(*CHECKS)),
-    cron_schedule="0 6 * * *", execution_timezone="UTC", default_status=dg.DefaultScheduleStatus.RUNNING,
+    name="daily_checks",
+    job=dg.define_asset_job("checks_job", selection=dg.AssetSelection.checks(*CHECKS)),
+    cron_schedule="0 6 * * *",
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
 )

@@ -1,6 +1,5 @@
 """The landing assets, one partition per received day: parse its files, keep every line, map its event days."""
 
-
 from datetime import date
 
 import dagster as dg
@@ -11,10 +10,6 @@ from sessions_assets.defs.planning import EVENT_DAYS, FINGERPRINT
 from sessions_assets.defs.resources import PipelineResource
 from sessions_assets.warehouse.delta import is_write_conflict
 from sessions_assets.warehouse.ingest import ingest_day
-
-# Runs that write the warehouse take turns (``dagster.yaml`` limits this pool to one at a time); the
-# tables' own transactions guard them anyway (``warehouse/delta.py``).
-POOL = "warehouse"
 
 
 def retry_on_conflict(context: dg.OpExecutionContext, error: Exception) -> None:
@@ -33,7 +28,6 @@ def retry_on_conflict(context: dg.OpExecutionContext, error: Exception) -> None:
     ],
     partitions_def=daily,
     group_name="landing",
-    pool=POOL,
 )
 def ingest(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource):
     """One received day's landing files, replaced whole in each table (the map last)."""

@@ -18,4 +18,5 @@ refresh_job = dg.define_asset_job(
     selection=dg.AssetSelection.assets("events", "sessions", "daily_snapshot") - dg.AssetSelection.checks(*CHECKS),
     partitions_def=daily,
     description="Bring events, sessions and the snapshot up to date with what was ingested.",
+    tags={"sessions/refresh": "true"},  # one at a time (dagster.yaml's tag_concurrency_limits)
 )

@@ -102,7 +102,9 @@ def last_refreshed(instance: dg.DagsterInstance) -> int:
 
 def refresh_due(instance: dg.DagsterInstance) -> RefreshDue | None:
     """The refresh the ingests since the last successful refresh call for, if any."""
-    records = _records(instance, dg.AssetRecordsFilter(asset_key=PARTITION_MAP, after_storage_id=last_refreshed(instance)))
+    records = _records(
+        instance, dg.AssetRecordsFilter(asset_key=PARTITION_MAP, after_storage_id=last_refreshed(instance))
+    )
     if not records:
         return None
     touched: dict[date, set[date]] = {}

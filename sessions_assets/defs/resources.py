@@ -71,7 +71,9 @@ def spark_config(**overrides: Any) -> dict[str, str]:
     if jars:
         config["spark.jars"] = jars
     else:
-        config["spark.jars.packages"] = ",".join(delta_packages() + shlex.split(env("SPARK_PACKAGES", "").replace(",", " ")))
+        config["spark.jars.packages"] = ",".join(
+            delta_packages() + shlex.split(env("SPARK_PACKAGES", "").replace(",", " "))
+        )
     for pair in shlex.split(env("SPARK_CONF", "")):
         key, _, value = pair.partition("=")
         config[key] = value

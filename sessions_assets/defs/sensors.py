@@ -6,7 +6,6 @@
   partitions the ingested days touched, and their neighbours.
 """
 
-
 import json
 
 import dagster as dg
@@ -18,21 +17,27 @@ from sessions_assets.warehouse.storage import Storage
 INTERVAL_SECONDS = 10
 
 
-@dg.sensor(job=jobs.ingest_job, minimum_interval_seconds=INTERVAL_SECONDS, default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.sensor(
+    job=jobs.ingest_job, minimum_interval_seconds=INTERVAL_SECONDS, default_status=dg.DefaultSensorStatus.RUNNING
+)
 def landing_sensor(context: dg.SensorEvaluationContext, pipeline: PipelineResource) -> dg.SensorResult:
     """Ingest each received day whose files differ from what its last ingest read. The cursor remembers the
     folders already reported as not being received days, so each is reported once."""
     landing = planning.landing(context.instance, Storage(pipeline.data_root))
     reported = set(json.loads(context.cursor or "[]"))
-    for folder, message in zip(landing.ignored, landing.describe_ignored()):
+    for folder, message in zip(landing.ignored, landing.describe_ignored(), strict=True):
         if folder.name not in reported:
             context.log.warning(f"landing folder {message}")
     requests = [dg.RunRequest(partition_key=day.isoformat(), run_key=f"{day}:{fingerprint}")
                 for day, fingerprint in landing.due]  # fmt: skip
-    return dg.SensorResult(run_requests=requests, cursor=json.dumps(sorted(reported | {f.name for f in landing.ignored})))
+    return dg.SensorResult(
+        run_requests=requests, cursor=json.dumps(sorted(reported | {f.name for f in landing.ignored}))
+    )
 
 
-@dg.sensor(job=jobs.refresh_job, minimum_interval_seconds=INTERVAL_SECONDS, default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.sensor(
+    job=jobs.refresh_job, minimum_interval_seconds=INTERVAL_SECONDS, default_status=dg.DefaultSensorStatus.RUNNING
+)
 def late_data_sensor(context: dg.SensorEvaluationContext) -> dg.RunRequest | dg.SkipReason:
     """The received days ingested since the last refresh -> the partitions they touched, in one run."""
     due = planning.refresh_due(context.instance)

@@ -35,11 +35,17 @@ def touched_chains(stored: DataFrame, dirty: DataFrame, gap: timedelta) -> DataF
     by_user = Window.partitionBy("user_key").orderBy("_from", "_to")
     reach = F.max("_to").over(by_user.rowsBetween(Window.unboundedPreceding, -1))
     starts = reach.isNull() | (F.col("_from") > reach + interval(gap))
-    chained = spans.withColumn("_chain", F.sum(starts.cast("int")).over(by_user.rowsBetween(Window.unboundedPreceding, 0)))
+    chained = spans.withColumn(
+        "_chain", F.sum(starts.cast("int")).over(by_user.rowsBetween(Window.unboundedPreceding, 0))
+    )
     return (
         chained.groupBy("user_key", "_chain")
-        .agg(F.min("_from").alias("chain_start"), F.max("_to").alias("chain_end"),
-             F.max("_stored").alias("has_stored"), F.max("_dirty").alias("_touched"))  # fmt: skip
+        .agg(
+            F.min("_from").alias("chain_start"),
+            F.max("_to").alias("chain_end"),
+            F.max("_stored").alias("has_stored"),
+            F.max("_dirty").alias("_touched"),
+        )  # fmt: skip
         .where("_touched")
         .drop("_chain", "_touched")
     )
@@ -68,7 +74,11 @@ def changes(stored: DataFrame, chains: DataFrame, fresh: DataFrame) -> DataFrame
     number = F.row_number().over(Window.partitionBy("user_key").orderBy("session_start")).cast("long")
     numbered = everyone.withColumn("_number", number)
     renumbered = numbered.where(~F.col("_fresh") & (F.col("_number") != F.col("session_number"))).select(
-        *STORED_COLUMNS[:2], F.col("_number").alias("session_number"), *STORED_COLUMNS[3:], F.lit("renumber").alias("_op"))
+        *STORED_COLUMNS[:2],
+        F.col("_number").alias("session_number"),
+        *STORED_COLUMNS[3:],
+        F.lit("renumber").alias("_op"),
+    )
     new = numbered.where("_fresh").withColumn("session_number", F.col("_number")).select(*SESSION_COLUMNS)
     gone = old.where("_replaced").select("session_id", "session_date", F.lit(True).alias("_gone"))
     written = new.join(gone, ["session_id", "session_date"], "full_outer").select(

@@ -37,7 +37,9 @@ def _n(day: Column) -> Column:
 def _move(day: Column, state: str | Column, sign: int, began: Column, when: Column) -> Column:
     """A transition record (entering when ``sign`` is 1, exiting when -1), or null where ``when`` does not hold."""
     state = F.lit(state) if isinstance(state, str) else state
-    return F.when(when, F.struct(day.alias("day"), state.alias("state"), F.lit(sign).alias("sign"), began.alias("began")))
+    return F.when(
+        when, F.struct(day.alias("day"), state.alias("state"), F.lit(sign).alias("sign"), began.alias("began"))
+    )
 
 
 def transitions(session_days: DataFrame, settings: Settings) -> DataFrame:
@@ -54,15 +56,17 @@ def transitions(session_days: DataFrame, settings: Settings) -> DataFrame:
         "n": F.lead("s").over(by_user),
         "first": F.min("s").over(Window.partitionBy(*timeline)),
     })  # fmt: skip
-    days = days.withColumn("run", F.sum((F.col("p").isNull() | (F.col("s") - F.col("p") > 1)).cast("int")).over(by_user))
+    days = days.withColumn(
+        "run", F.sum((F.col("p").isNull() | (F.col("s") - F.col("p") > 1)).cast("int")).over(by_user)
+    )
     days = days.withColumn("run_start", F.min("s").over(Window.partitionBy(*timeline, "run")))
     s, p, n, first = F.col("s"), F.col("p"), F.col("n"), F.col("first")
     # The active stay holding day s began at its run's start, or the day after a first day that opened it.
     active_from = F.when(F.col("run_start") == first, first + 1).otherwise(F.col("run_start"))
     idle_before = s - p - 1  # idle days ending the day before s
     idle_state = F.when(idle_before <= lapsing, "lapsing").when(idle_before <= dormant, "dormant").otherwise("churned")
-    idle_began = F.when(idle_before <= lapsing, p + 1).when(idle_before <= dormant, p + lapsing + 1).otherwise(
-        p + dormant + 1
+    idle_began = (
+        F.when(idle_before <= lapsing, p + 1).when(idle_before <= dormant, p + lapsing + 1).otherwise(p + dormant + 1)
     )
     ends_run = n.isNull() | (n > s + 1)
     quiet_until = lambda k: ends_run & (n.isNull() | (n > s + k))  # noqa: E731 - still idle on day s + k
@@ -82,7 +86,7 @@ def transitions(session_days: DataFrame, settings: Settings) -> DataFrame:
     )
     moves = days.select("weight", F.explode(records).alias("m")).where(F.col("m").isNotNull()).select("weight", "m.*")
     entering, leaving = F.col("sign") == 1, F.col("sign") == -1
-    count = lambda when, value=F.lit(1): F.coalesce(F.sum(F.when(when, value * F.col("weight"))), F.lit(0))  # noqa: E731
+    count = lambda when, value=F.lit(1): F.coalesce(F.sum(F.when(when, value * F.col("weight"))), F.lit(0))  # noqa: E731, B008
     totals = moves.groupBy(F.date_add(F.lit(EPOCH), F.col("day")).alias("day"), "state").agg(
         count(entering).cast("long").alias("entered"),
         count(leaving).cast("long").alias("exited"),
@@ -109,10 +113,10 @@ def snapshot(totals: DataFrame, horizon: date) -> DataFrame:
     """The ``daily_snapshot`` rows up to ``horizon`` from transition totals (``day``, ``state``, ``TOTALS``)."""
     first = totals.agg(F.min("day").alias("first"))
     # No days when the first transition is after the horizon (a descending sequence would give some).
-    days = first.where(F.col("first") <= F.lit(horizon)).select(F.explode(F.sequence("first", F.lit(horizon))).alias("day"))
-    calendar = days.crossJoin(
-        totals.sparkSession.createDataFrame([(s,) for s in STATES], "state string")
+    days = first.where(F.col("first") <= F.lit(horizon)).select(
+        F.explode(F.sequence("first", F.lit(horizon))).alias("day")
     )
+    calendar = days.crossJoin(totals.sparkSession.createDataFrame([(s,) for s in STATES], "state string"))
     so_far = Window.partitionBy("state").orderBy("day").rowsBetween(Window.unboundedPreceding, 0)
     df = calendar.join(totals, ["day", "state"], "left").fillna(0, list(TOTALS))
     on_hand = F.sum(F.col("entered") - F.col("exited")).over(so_far)

@@ -149,7 +149,9 @@ class Warehouse:
         """Rows in the table's column order, a file per physical partition, sorted for file statistics."""
         rows = rows.select(*table.columns)
         if table.partition:
-            rows = rows.repartition(F.expr(table.partition[1]) if isinstance(table.partition, tuple) else table.partition)
+            rows = rows.repartition(
+                F.expr(table.partition[1]) if isinstance(table.partition, tuple) else table.partition
+            )
         else:
             rows = rows.coalesce(1)
         return rows.sortWithinPartitions(*table.sort_by) if table.sort_by else rows
@@ -177,7 +179,11 @@ class Warehouse:
         return writer
 
     def merge(
-        self, table: Table, source: DataFrame, condition: str, clauses: Callable[[DeltaMergeBuilder], DeltaMergeBuilder],
+        self,
+        table: Table,
+        source: DataFrame,
+        condition: str,
+        clauses: Callable[[DeltaMergeBuilder], DeltaMergeBuilder],
         commit: Commit = Commit(),
     ) -> None:
         """One ``MERGE`` of ``source`` (alias ``s``) into the table (alias ``t``)."""

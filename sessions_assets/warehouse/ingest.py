@@ -50,10 +50,16 @@ def ingest_day(wh: Warehouse, settings: Settings, day: date) -> IngestedDay:
     lines, broken, staged = _read_lines(wh, [f for f in files if f.skip_reason is None])
     try:
         classified = accept.classify(accept.parse(lines), settings)
-        classified = _with_device_classes(wh, classified).withColumns(
-            {"received_date": F.lit(day), "message_hash": message_hash(F.col("message_id")), "detail": F.lit(None)}
-        ).localCheckpoint()
-        done = IngestedDay(files={f.uri: {"lines": 0, "accepted": 0, "rejected": 0} for f in files if not f.skip_reason})
+        classified = (
+            _with_device_classes(wh, classified)
+            .withColumns(
+                {"received_date": F.lit(day), "message_hash": message_hash(F.col("message_id")), "detail": F.lit(None)}
+            )
+            .localCheckpoint()
+        )
+        done = IngestedDay(
+            files={f.uri: {"lines": 0, "accepted": 0, "rejected": 0} for f in files if not f.skip_reason}
+        )
         # Every count the run reports, in one query: per file, reason and event day.
         for row in classified.groupBy("source_file", "reason", "event_date").count().collect():
             counts = done.files[row.source_file]

@@ -21,7 +21,12 @@ from sessions_assets.settings import Settings
 from sessions_assets.warehouse import ledger
 from sessions_assets.warehouse.delta import Commit, Warehouse
 from sessions_assets.warehouse.tables import (
-    DAILY_SNAPSHOT, EVENTS, LIFECYCLE, RAW_EVENTS, REJECTED_EVENTS, SESSIONS,
+    DAILY_SNAPSHOT,
+    EVENTS,
+    LIFECYCLE,
+    RAW_EVENTS,
+    REJECTED_EVENTS,
+    SESSIONS,
 )  # fmt: skip
 
 ADDED, REMOVED = ("insert", "update_postimage"), ("delete", "update_preimage")
@@ -93,7 +98,9 @@ def refresh_events(wh: Warehouse, repair: tuple[date, date] | None = None) -> Re
         first, last = repair
         stored = wh.read(EVENTS).where(F.col("event_date").between(first, last)).select("message_hash")
         copies = wh.read(RAW_EVENTS).where(F.col("event_date").between(first, last)).select("message_hash")
-        _apply_events(wh, _corrections(wh, stored.union(copies).distinct(), wh.version(RAW_EVENTS)), _repair_commit(repair), done)
+        _apply_events(
+            wh, _corrections(wh, stored.union(copies).distinct(), wh.version(RAW_EVENTS)), _repair_commit(repair), done
+        )
         done.how = "repaired"
     return done
 
@@ -102,7 +109,9 @@ def _removed_rows(wh: Warehouse, at: ledger.Position) -> bool:
     """Whether ``raw_events`` lost rows since ``at.absorbed`` (its commits' metrics; no data is read)."""
     commits = (wh.commit_info(RAW_EVENTS, v) for v in range(at.absorbed + 1, at.latest + 1))
     return any(
-        int(c.get("operationMetrics", {}).get("numRemovedFiles", "0")) for c in commits if c.get("operation") != "OPTIMIZE"
+        int(c.get("operationMetrics", {}).get("numRemovedFiles", "0"))
+        for c in commits
+        if c.get("operation") != "OPTIMIZE"
     )
 
 
@@ -119,7 +128,9 @@ def _arrivals(wh: Warehouse, copies: DataFrame) -> DataFrame:
     """New copies only: each message's first new copy against the stored one (matched on the id itself)."""
     incoming = dedup.keep_first(copies).select(*EVENTS.columns).localCheckpoint()
     stored = _stored(wh, incoming.select("message_hash").distinct())
-    return dedup.arrivals(incoming, stored.join(incoming.select("message_id"), "message_id", "left_semi"), EVENTS.columns)
+    return dedup.arrivals(
+        incoming, stored.join(incoming.select("message_id"), "message_id", "left_semi"), EVENTS.columns
+    )
 
 
 def _corrections(wh: Warehouse, hashes: DataFrame, raw_version: int) -> DataFrame:
@@ -175,7 +186,9 @@ def refresh_sessions(wh: Warehouse, settings: Settings, repair: tuple[date, date
             "user_key", F.col("timestamp").alias("dirty_from"), F.col("timestamp").alias("dirty_to"))  # fmt: skip
         _resessionize(wh, settings, moments, added, at.latest, at.commit, done)
     if repair is not None:
-        _resessionize(wh, settings, _repair_windows(wh, *repair), None, wh.version(EVENTS), _repair_commit(repair), done)
+        _resessionize(
+            wh, settings, _repair_windows(wh, *repair), None, wh.version(EVENTS), _repair_commit(repair), done
+        )
         done.how = "repaired"
     return done
 
@@ -183,17 +196,26 @@ def refresh_sessions(wh: Warehouse, settings: Settings, repair: tuple[date, date
 def _repair_windows(wh: Warehouse, first: date, last: date) -> DataFrame:
     """Every user with an event or a session on ``first..last``, dirty over those whole days."""
     with_events = wh.read(EVENTS).where(F.col("event_date").between(first, last)).select("user_key")
-    with_sessions = wh.read(SESSIONS).where(
-        (F.to_date("session_start") <= F.lit(last)) & (F.to_date("session_end") >= F.lit(first))
-    ).select("user_key")
+    with_sessions = (
+        wh.read(SESSIONS)
+        .where((F.to_date("session_start") <= F.lit(last)) & (F.to_date("session_end") >= F.lit(first)))
+        .select("user_key")
+    )
     start, end = F.lit(first).cast("timestamp"), F.lit(last + timedelta(days=1)).cast("timestamp")
-    return with_events.union(with_sessions).distinct().select(
-        "user_key", start.alias("dirty_from"), (end - F.expr("INTERVAL 1 MICROSECOND")).alias("dirty_to")
+    return (
+        with_events.union(with_sessions)
+        .distinct()
+        .select("user_key", start.alias("dirty_from"), (end - F.expr("INTERVAL 1 MICROSECOND")).alias("dirty_to"))
     )
 
 
 def _resessionize(
-    wh: Warehouse, settings: Settings, dirty: DataFrame, added: DataFrame | None, events_version: int, commit: Commit,
+    wh: Warehouse,
+    settings: Settings,
+    dirty: DataFrame,
+    added: DataFrame | None,
+    events_version: int,
+    commit: Commit,
     done: Refreshed,
 ) -> None:
     """Recompute every chain holding a ``dirty`` span and write the difference in one commit.
@@ -206,7 +228,9 @@ def _resessionize(
     stored = wh.read(SESSIONS).select(*chains.STORED_COLUMNS).join(users, "user_key", "left_semi").localCheckpoint()
     touched = chains.touched_chains(stored, dirty, settings.session_gap).localCheckpoint()
     read = touched if added is None else touched.where("has_stored")
-    days = _days_in(read.select(F.explode(F.sequence(F.to_date("chain_start"), F.to_date("chain_end"))).alias("d")), "d")
+    days = _days_in(
+        read.select(F.explode(F.sequence(F.to_date("chain_start"), F.to_date("chain_end"))).alias("d")), "d"
+    )
     events = wh.read(EVENTS, events_version).where(F.col("event_date").isin(days)).select(*EVENT_COLUMNS)
     fresh = chains.within(events, read)
     if added is not None:
@@ -254,7 +278,9 @@ def _check_numbers(wh: Warehouse, ops: DataFrame, done: Refreshed) -> None:
     """The users written, and how many of them the table does not number 1..n in start order (an asset check
     of what was just committed)."""
     users = F.broadcast(ops.select("user_key").distinct())
-    theirs = wh.read(SESSIONS).select("user_key", "session_start", "session_number").join(users, "user_key", "left_semi")
+    theirs = (
+        wh.read(SESSIONS).select("user_key", "session_start", "session_number").join(users, "user_key", "left_semi")
+    )
     expected = F.row_number().over(Window.partitionBy("user_key").orderBy("session_start"))
     wrong = theirs.withColumn("_expected", expected).groupBy("user_key").agg(
         F.max((F.col("_expected") != F.col("session_number")).cast("int")).alias("_wrong"))  # fmt: skip
@@ -290,7 +316,8 @@ def refresh_snapshot(wh: Warehouse, settings: Settings, repair: bool = False) ->
         now = wh.read(SESSIONS, at.latest).join(users, "user_key", "left_semi").groupBy(
             "user_key", F.col("session_date").alias("day")).agg(F.count(F.lit(1)).alias("sessions"))  # fmt: skip
         before = now.join(net, ["user_key", "day"], "full_outer").select(
-            "user_key", "day", (F.coalesce("sessions", F.lit(0)) - F.coalesce("net", F.lit(0))).alias("sessions"))
+            "user_key", "day", (F.coalesce("sessions", F.lit(0)) - F.coalesce("net", F.lit(0))).alias("sessions")
+        )
         # The users' transitions with their sessions now, minus those with their sessions before: one pass.
         timelines = now.withColumn("weight", F.lit(1)).unionByName(
             before.where("sessions > 0").withColumn("weight", F.lit(-1)))  # fmt: skip
@@ -298,7 +325,9 @@ def refresh_snapshot(wh: Warehouse, settings: Settings, repair: bool = False) ->
         wh.overwrite(LIFECYCLE, totals.localCheckpoint(), at.commit)
     last = horizon(wh)
     old = {(r.snapshot_date, r.state): r for r in wh.read(DAILY_SNAPSHOT).collect()}
-    new = {(r.snapshot_date, r.state): r for r in lifecycle.snapshot(wh.read(LIFECYCLE), last).collect()} if last else {}
+    new = (
+        {(r.snapshot_date, r.state): r for r in lifecycle.snapshot(wh.read(LIFECYCLE), last).collect()} if last else {}
+    )
     for key in set(old) | set(new):
         if old.get(key) != new.get(key):
             done.days[key[0]] += 1

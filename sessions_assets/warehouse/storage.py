@@ -29,9 +29,9 @@ _CONTENT_KEYS = ("ETag", "etag", "md5Hash", "content_md5", "crc32c", "created")
 def as_uri(location: str) -> str:
     """A local path as an absolute ``file:/...`` URI (Hadoop's spelling); other URIs as given, without a trailing /."""
     if "://" in location:
-        return location.rstrip("/") if not location.startswith("file://") else as_uri(location[len("file://"):])
+        return location.rstrip("/") if not location.startswith("file://") else as_uri(location[len("file://") :])
     if location.startswith("file:"):
-        location = location[len("file:"):]
+        location = location[len("file:") :]
     return "file:" + os.path.abspath(os.path.expanduser(location))
 
 

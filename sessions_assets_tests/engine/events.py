@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
@@ -12,7 +12,7 @@ from sessions_assets.engine.devices import device_class
 from sessions_assets.engine.sessionize import EVENT_COLUMNS
 from sessions_assets_tests.landing import DESKTOP, PHONE, TABLET
 
-BASE = datetime(2024, 3, 1, 22, 0, tzinfo=timezone.utc)  # streams straddle midnights
+BASE = datetime(2024, 3, 1, 22, 0, tzinfo=UTC)  # streams straddle midnights
 _ids = itertools.count()
 SCHEMA = ", ".join(f"{c} {'timestamp' if c == 'timestamp' else 'string'}" for c in EVENT_COLUMNS)
 

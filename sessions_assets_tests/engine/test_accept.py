@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timezone
+from datetime import UTC
 
 import pytest
 
@@ -19,7 +19,9 @@ FIELDS = ("message_id", "user_id", "anonymous_id", "user_key", "type", "event", 
 @pytest.fixture(scope="module")
 def verdicts(spark):
     """Every case's line through ``parse`` and ``classify`` at once."""
-    lines = spark.createDataFrame([(text, f"case-{i}") for i, (_, _, text, _) in enumerate(LINES)], "payload string, source_file string")
+    lines = spark.createDataFrame(
+        [(text, f"case-{i}") for i, (_, _, text, _) in enumerate(LINES)], "payload string, source_file string"
+    )
     rows = accept.classify(accept.parse(lines), Settings()).collect()
     return {r.source_file: r for r in rows}
 
@@ -31,7 +33,7 @@ def test_the_pipeline_judges_a_line_as_the_oracle_does(verdicts, index):
     row = verdicts[f"case-{index}"]
     assert row.reason == reason
     if event is not None:
-        parsed = {f: row[f].replace(tzinfo=timezone.utc) if f in ("timestamp", "received_at") else row[f] for f in FIELDS}
+        parsed = {f: row[f].replace(tzinfo=UTC) if f in ("timestamp", "received_at") else row[f] for f in FIELDS}
         assert parsed == {f: event[f] for f in FIELDS}
         assert row.event_date == event["timestamp"].date()
 

@@ -12,7 +12,9 @@ from sessions_assets_tests import reference
 from sessions_assets_tests.cases import line
 
 COLUMNS = ["message_id", "timestamp", "received_at", "received_date", "event_date", "payload"]
-SCHEMA = "message_id string, timestamp timestamp, received_at timestamp, received_date date, event_date date, payload string"
+SCHEMA = (
+    "message_id string, timestamp timestamp, received_at timestamp, received_date date, event_date date, payload string"
+)
 
 
 def copy(received: str, timestamp: str, day: str, event: str = "Viewed") -> dict:

@@ -13,7 +13,6 @@ from datetime import date, datetime, timedelta
 import pytest
 
 from sessions_assets_tests.cases import ACCEPTED, DROP, REJECTED, T, line
-
 from sessions_assets_tests.reference import (
     Settings,
     accept_landing,
@@ -26,14 +25,13 @@ from sessions_assets_tests.reference import (
     state_on,
 )
 
+
 @pytest.mark.parametrize("text, reason", [(t, r) for _, t, r in REJECTED], ids=[i for i, _, _ in REJECTED])
 def test_a_line_breaking_a_rule_is_rejected_with_its_reason(text, reason):
     assert accept_line(text) == (None, reason)
 
 
-@pytest.mark.parametrize(
-    "text, user_key, timestamp", [a[1:] for a in ACCEPTED], ids=[a[0] for a in ACCEPTED]
-)
+@pytest.mark.parametrize("text, user_key, timestamp", [a[1:] for a in ACCEPTED], ids=[a[0] for a in ACCEPTED])
 def test_a_good_line_is_accepted_and_parsed(text, user_key, timestamp):
     event, reason = accept_line(text)
     assert reason is None
@@ -97,7 +95,10 @@ def test_accept_landing_keeps_every_line_once_with_its_received_day():
     }
     accepted, rejected = accept_landing(days)
     assert [(e["received_date"], e["message_id"]) for e in accepted] == [("2024-03-16", "m-1"), ("2024-03-17", "m-2")]
-    assert rejected == [("2024-03-16", line(messageId=""), "missing_message_id"), ("2024-03-17", "oops", "malformed_json")]
+    assert rejected == [
+        ("2024-03-16", line(messageId=""), "missing_message_id"),
+        ("2024-03-17", "oops", "malformed_json"),
+    ]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -112,9 +113,7 @@ COPIES = [
 OTHER = {**accept_line(line(messageId="m-2"))[0], "received_date": "2024-03-16"}
 
 
-@pytest.mark.parametrize(
-    "order", list(itertools.permutations(range(3))), ids=lambda order: "".join(map(str, order))
-)
+@pytest.mark.parametrize("order", list(itertools.permutations(range(3))), ids=lambda order: "".join(map(str, order)))
 def test_a_duplicate_is_kept_once_the_earliest_received_copy_in_any_order(order):
     events = [COPIES[i] for i in order] + [OTHER]
     kept = dedupe(events)
@@ -199,9 +198,7 @@ SEED_CASES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    "existing, before, late, after", [c[1:] for c in SEED_CASES], ids=[c[0] for c in SEED_CASES]
-)
+@pytest.mark.parametrize("existing, before, late, after", [c[1:] for c in SEED_CASES], ids=[c[0] for c in SEED_CASES])
 def test_a_late_event_in_the_seeds_cases(existing, before, late, after):
     assert table(sessionize(existing)) == before
     # the late event, wherever it comes among the others

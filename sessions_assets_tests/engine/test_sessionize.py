@@ -27,8 +27,10 @@ SEED_CASES = [
 EDGES = [ts("2019-10-22 23:50"), ts("2019-10-22 23:59"), ts("2019-10-24 00:01"), ts("2019-10-24 00:20")]
 
 
-def assert_like_the_oracle(spark, events, config=Settings()):
-    oracle = reference.Settings(session_gap_minutes=config.session_gap_minutes, max_session_hours=config.max_session_hours)
+def assert_like_the_oracle(spark, events, config=Settings()):  # noqa: B008 (frozen)
+    oracle = reference.Settings(
+        session_gap_minutes=config.session_gap_minutes, max_session_hours=config.max_session_hours
+    )
     assert_same(rows(sessionize(frame(spark, events), config), SESSION_COLUMNS),
                 oracle_rows(reference.sessionize(events, oracle), SESSION_COLUMNS), "sessions")  # fmt: skip
 

@@ -60,7 +60,9 @@ def test_a_day_that_gains_a_file_and_then_loses_lines_ends_as_if_read_once(runne
     write_day(data_root, DAY, first)
     runner.process()
     # Re-delivered: a second file with a copy of a message received earlier, and a late event of the 10th.
-    write_day(data_root, DAY, [first[0], segment("a3", "u1", "2024-03-10 10:40", "2024-03-11 08:00")], "part-0001.jsonl")
+    write_day(
+        data_root, DAY, [first[0], segment("a3", "u1", "2024-03-10 10:40", "2024-03-11 08:00")], "part-0001.jsonl"
+    )
     runner.process()
     assert_tables_match_oracle(runner_wh(runner), data_root)
     # Shrunk: the second file loses the late event, the first file a message.

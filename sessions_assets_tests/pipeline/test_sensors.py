@@ -66,7 +66,9 @@ def test_landing_sensor_asks_for_new_and_changed_days_once(runner, data_root):
 
 
 def test_late_data_sensor_asks_for_one_refresh_of_what_was_ingested(runner, data_root):
-    write_day(data_root, R, [segment("a", "u1", f"{A} 10:00", f"{R} 08:00"), segment("b", "u2", f"{B} 23:50", f"{R} 08:00")])
+    write_day(
+        data_root, R, [segment("a", "u1", f"{A} 10:00", f"{R} 08:00"), segment("b", "u2", f"{B} 23:50", f"{R} 08:00")]
+    )
     context = lambda: dg.build_sensor_context(instance=runner.instance, repository_def=runner.defs.get_repository_def())  # noqa: E731
     assert isinstance(late_data_sensor(context()), dg.SkipReason)  # nothing ingested yet
 

@@ -1,13 +1,14 @@
-"""The deployed path: ``dagster dev`` with its daemon, sensors switched on, days dropped into the landing zone.
+"""The deployed path: ``dg dev`` with its daemon, sensors switched on, days dropped into the landing zone.
 
-Nothing here calls the project's Python: the daemon evaluates the sensors (with every check it makes on
-their requests), launches the runs in their own processes, and a partition backfill is launched through
-the webserver's GraphQL API as the UI launches it. The tables must then equal the oracle's full recompute,
-and no sensor tick, run or backfill may have failed.
+Nothing here runs the project's jobs itself: the daemon evaluates the sensors (with every check it makes
+on their requests) and launches the runs in their own processes, and a partition backfill is launched
+through the webserver's GraphQL API as the UI launches it. The tables must then equal the oracle's full
+recompute, and no sensor tick, run or backfill may have failed.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import time
@@ -16,25 +17,23 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from sessions_assets.cli import main as cli
-from sessions_assets.definitions import build_resources
-from sessions_assets.tables import Warehouse
-from sessions_assets_tests.compare import assert_tables_match_oracle
+from sessions_assets.cli.main import main as cli
+from sessions_assets.defs import planning
+from sessions_assets.warehouse.delta import Warehouse
+from sessions_assets.warehouse.storage import Storage
 from sessions_assets_tests.deployed import FAILED_RUNS, PROJECT, DagsterDev
+from sessions_assets_tests.expected import assert_tables_match_oracle
 
 pytestmark = pytest.mark.slow
 SENSORS = ("landing_sensor", "late_data_sensor")
+TIMEOUT = 300
 INGEST_ASSETS = ["raw_events", "rejected_events", "partition_map"]
 
 
 def _settled(dev: DagsterDev, instance: dg.DagsterInstance, received_days: list[str]) -> bool:
-    """Every received day ingested, the snapshot built after the last ingest, and nothing in flight."""
+    """Every received day ingested, a refresh done after the last ingest, and nothing in flight."""
     ingested = instance.get_materialized_partitions(dg.AssetKey("partition_map"))
-    if not set(received_days) <= ingested or not dev.idle():
-        return False
-    last_map = instance.get_latest_materialization_event(dg.AssetKey("partition_map"))
-    snapshot = instance.get_latest_materialization_event(dg.AssetKey("daily_snapshot"))
-    return snapshot is not None and snapshot.timestamp > last_map.timestamp
+    return set(received_days) <= ingested and dev.idle() and planning.refresh_due(instance) is None
 
 
 def _wait_until_settled(dev: DagsterDev, instance: dg.DagsterInstance, received_days: list[str], timeout: float):
@@ -65,13 +64,15 @@ def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path,
     (data_root / "landing").mkdir(parents=True)
     home.mkdir()
     shutil.copy(PROJECT / "dagster.yaml", home / "dagster.yaml")
-    env = {"SESSIONS_DATA_ROOT": str(data_root), "TZ": "UTC", "SPARK_SHUFFLE_PARTITIONS": "2",
-           "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}  # fmt: skip
-    command = [str(Path(sys.executable).parent / "dagster"), "dev", "-w", "workspace.yaml"]
+    venv = Path(sys.executable).parent.parent
+    env = {"SESSIONS_DATA_ROOT": str(data_root), "TZ": "UTC", "VIRTUAL_ENV": str(venv),
+           "PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}  # fmt: skip
+    command = [str(venv / "bin" / "dg"), "dev", "--use-active-venv"]
 
-    with DagsterDev(home, env, command, tmp_path / "dagster-dev.log") as dev, dg.DagsterInstance.from_config(
-        str(home)
-    ) as instance:
+    with (
+        DagsterDev(home, env, command, tmp_path / "dagster-dev.log") as dev,
+        dg.DagsterInstance.from_config(str(home)) as instance,
+    ):
         for name in SENSORS:
             dev.start_sensor(name)
             assert dev.sensor(name)["status"] == "RUNNING"
@@ -80,21 +81,32 @@ def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path,
         for folder in folders[:2]:
             shutil.move(folder, data_root / "landing" / folder.name)
         days = [f.name.split("=")[1] for f in folders]
-        _wait_until_settled(dev, instance, days[:2], timeout=900)
+        _wait_until_settled(dev, instance, days[:2], timeout=TIMEOUT)
 
         # A user re-ingests both days from the UI: a partition backfill of the ingest assets.
         dev.launch_backfill(INGEST_ASSETS, days[:2])
         time.sleep(5)
-        _wait_until_settled(dev, instance, days[:2], timeout=900)
+        _wait_until_settled(dev, instance, days[:2], timeout=TIMEOUT)
 
         # Two more days, whose late events land on the first two days' partitions.
         for folder in folders[2:]:
             shutil.move(folder, data_root / "landing" / folder.name)
-        _wait_until_settled(dev, instance, days, timeout=900)
+        _wait_until_settled(dev, instance, days, timeout=TIMEOUT)
         _assert_nothing_failed(dev)
         assert all(b["status"] == "COMPLETED_SUCCESS" for b in dev.backfills()), dev.backfills()
-        late_runs = [r for r in dev.runs() if {"path": ["sessions"]} in (r["assetSelection"] or [])]
-        assert late_runs, "the late-data sensor launched no run of sessions"
+        refreshes = [r for r in dev.runs() if r["jobName"] == planning.REFRESH_JOB]
+        assert refreshes and all(
+            {"key": "dagster/sensor_name", "value": "late_data_sensor"} in r["tags"] for r in refreshes
+        ), "the late-data sensor launched no refresh"
+        # The partitions the late events touched are materialized, the days between them not.
+        events = instance.get_materialized_partitions(dg.AssetKey("events"))
+        assert events and events < set(_days_between(min(events), max(events)))
 
-    wh = Warehouse(spark, build_resources(data_root=str(data_root))["settings"])
-    assert_tables_match_oracle(wh, data_root)
+    assert_tables_match_oracle(Warehouse(spark, Storage(str(data_root))), data_root)
+
+
+def _days_between(first: str, last: str) -> list[str]:
+    from datetime import date, timedelta
+
+    a, b = date.fromisoformat(first), date.fromisoformat(last)
+    return [(a + timedelta(days=i)).isoformat() for i in range((b - a).days + 1)]
