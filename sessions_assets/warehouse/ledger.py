@@ -41,6 +41,13 @@ class Position:
         """The note and transaction of the write that brings the table to ``latest``."""
         return Commit({ABSORBED: {self.source.name: self.latest}}, (self.table.name, self.latest))
 
+    @property
+    def replacing(self) -> Commit:
+        """The note of a write that replaces the table whole (a rebuild, a repair): without a transaction,
+        since Delta skips a write whose version its id already committed, and a rebuild may well follow a
+        commit at the same input version. Two identical overwrites are harmless."""
+        return Commit(self.commit.note)
+
 
 def position(wh: Warehouse, table: Table, source: Table) -> Position:
     latest = wh.version(source)

@@ -85,7 +85,7 @@ def refresh_events(wh: Warehouse, repair: tuple[date, date] | None = None) -> Re
     at = ledger.position(wh, EVENTS, RAW_EVENTS)
     rebuild, feed = _rebuilding(wh, at)
     if rebuild:
-        wh.overwrite(EVENTS, dedup.keep_first(wh.read(RAW_EVENTS, at.latest)).select(*EVENTS.columns), at.commit)
+        wh.overwrite(EVENTS, dedup.keep_first(wh.read(RAW_EVENTS, at.latest)).select(*EVENTS.columns), at.replacing)
         return _rebuilt(wh, EVENTS, "event_date", at)
     done = Refreshed("incremental" if feed is not None else "up to date", at.latest)
     if feed is not None:
@@ -174,7 +174,7 @@ def refresh_sessions(wh: Warehouse, settings: Settings, repair: tuple[date, date
     at = ledger.position(wh, SESSIONS, EVENTS)
     rebuild, feed = _rebuilding(wh, at)
     if rebuild:
-        wh.overwrite(SESSIONS, sessionize(wh.read(EVENTS, at.latest), settings), at.commit)
+        wh.overwrite(SESSIONS, sessionize(wh.read(EVENTS, at.latest), settings), at.replacing)
         return _rebuilt(wh, SESSIONS, "session_date", at)
     done = Refreshed("incremental" if feed is not None else "up to date", at.latest)
     if feed is not None:
@@ -306,7 +306,7 @@ def refresh_snapshot(wh: Warehouse, settings: Settings, repair: bool = False) ->
     done = Refreshed("incremental" if feed is not None else "up to date", at.latest)
     if rebuild or repair:
         days = wh.read(SESSIONS, at.latest).select("user_key", F.col("session_date").alias("day"))
-        wh.overwrite(LIFECYCLE, lifecycle.transitions(days, settings), at.commit)
+        wh.overwrite(LIFECYCLE, lifecycle.transitions(days, settings), at.replacing)
         done.how = "repaired" if repair else "rebuilt whole"
     elif feed is not None:
         sign = F.when(F.col("_change_type").isin(*ADDED), 1).otherwise(-1)
