@@ -1,9 +1,11 @@
-"""``sessions-assets``: generate a sample landing zone, process it through Dagster, say what is due, repair days.
+"""``sessions-assets``: generate a sample landing zone, process it through Dagster, say what is due, repair days,
+keep the tables compact.
 
     sessions-assets generate --data-root DIR [--days N] [--users N] [--seed S]
     sessions-assets run      --data-root DIR
     sessions-assets status   --data-root DIR
     sessions-assets repair   --data-root DIR --from DAY [--to DAY] [--tables events,sessions,daily_snapshot]
+    sessions-assets maintain --data-root DIR [--retain-hours H]
 
 Runs are recorded in the Dagster instance at ``$DAGSTER_HOME`` (default ``DIR/dagster_home``), so the UI
 shows them and a second ``run`` finds nothing to do. Errors a user can cause are one line, exit 2.
@@ -129,6 +131,23 @@ def repair(args: argparse.Namespace) -> int:
     return 0
 
 
+def maintain(args: argparse.Namespace) -> int:
+    from sessions_assets.cli.runner import RunFailed, Runner, open_instance
+    from sessions_assets.defs.resources import resources
+    from sessions_assets.settings import Settings
+
+    _storage(args, landing=False)
+    with open_instance(args.data_root) as instance:
+        runner = Runner(instance, resources(Settings.from_env(data_root=args.data_root)))
+        try:
+            runner.maintain(args.retain_hours)
+        except RunFailed as failure:
+            print(f"sessions-assets: {failure}", file=sys.stderr)
+            return 1
+    print("Compacted every table; vacuumed them unless a refresh was due (the run's log says which).")
+    return 0
+
+
 def _day(text: str) -> date:
     try:
         return date.fromisoformat(text)
@@ -157,6 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     fix.add_argument("--to", dest="last", type=_day)
     fix.add_argument("--tables", default=",".join(REFRESHED))
     fix.set_defaults(func=repair)
+    upkeep = sub.add_parser("maintain", help="compact the tables and remove files no recent version reads")
+    upkeep.add_argument("--data-root", **root)
+    upkeep.add_argument("--retain-hours", type=int, help="keep files younger than this (default 168)")
+    upkeep.set_defaults(func=maintain)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -94,6 +94,11 @@ class Runner:
             return self._execute(planning.REFRESH_JOB, tags, config)
         return self._execute(planning.REFRESH_JOB, due.tags, partition_key=due.refresh.partition_key)
 
+    def maintain(self, retain_hours: int | None = None) -> Step:
+        """Compact every table, and vacuum it when no refresh is due (``defs/maintenance.py``)."""
+        config = {} if retain_hours is None else {"retain_hours": retain_hours}
+        return self._execute("table_maintenance", {}, {"ops": {"compact_and_vacuum": {"config": config}}})
+
     def process(self) -> tuple[list[tuple[date, Step]], Step | None]:
         """Ingest every received day that is new or changed, oldest first, then refresh what they touched."""
         ingested = [(day, self.ingest(day)) for day, _ in planning.landing(self.instance, self.storage).due]

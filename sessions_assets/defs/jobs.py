@@ -6,6 +6,9 @@ from sessions_assets.defs.checks import CHECKS
 from sessions_assets.defs.partitions import daily
 from sessions_assets.defs.planning import REFRESH_JOB
 
+# Jobs that rewrite the derived tables queue behind each other (dagster.yaml's tag_concurrency_limits).
+TAKES_TURNS = {"sessions/refresh": "true"}
+
 ingest_job = dg.define_asset_job(
     "ingest_job",
     selection=dg.AssetSelection.assets("raw_events").required_multi_asset_neighbors(),
@@ -18,5 +21,5 @@ refresh_job = dg.define_asset_job(
     selection=dg.AssetSelection.assets("events", "sessions", "daily_snapshot") - dg.AssetSelection.checks(*CHECKS),
     partitions_def=daily,
     description="Bring events, sessions and the snapshot up to date with what was ingested.",
-    tags={"sessions/refresh": "true"},  # one at a time (dagster.yaml's tag_concurrency_limits)
+    tags=TAKES_TURNS,
 )

@@ -143,6 +143,18 @@ class Warehouse:
             .option("endingVersion", last).load(self.uri(table)).select(*table.columns, "_change_type")
         )  # fmt: skip
 
+    # --- upkeep -------------------------------------------------------------------------------------
+
+    def compact(self, table: Table) -> dict:
+        """Rewrite small files into large ones and fold deletion vectors in: a commit that changes no rows,
+        so readers, change feeds and the absorbed notes are unaffected."""
+        self.delta(table).optimize().executeCompaction()
+        return self.commit_info(table, self.version(table)).get("operationMetrics", {})
+
+    def vacuum(self, table: Table, retain_hours: int) -> None:
+        """Delete the files no version younger than ``retain_hours`` reads (change-feed files included)."""
+        self.delta(table).vacuum(retain_hours)
+
     # --- writing ------------------------------------------------------------------------------------
 
     def _prepared(self, table: Table, rows: DataFrame) -> DataFrame:
