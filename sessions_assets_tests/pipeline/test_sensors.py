@@ -48,11 +48,14 @@ def test_landing_sensor_asks_for_new_and_changed_days_once(runner, data_root):
     write_day(data_root, "2024-03-11", [segment("b", "u1", "2024-03-11 10:00")])
     (data_root / "landing" / "received_date=2024-13-45").mkdir()
     (data_root / "landing" / "notes").mkdir()
+    write_day(data_root, "2019-06-01", [segment("old", "u1", "2019-06-01 10:00")])  # before SESSIONS_START_DATE
+    write_day(data_root, "2099-01-01", [segment("new", "u1", "2099-01-01 10:00")])  # past today's partitions
     context = dg.build_sensor_context(instance=runner.instance, resources={"pipeline": pipeline})
     first = landing_sensor(context)
     assert [r.partition_key for r in first.run_requests] == ["2024-03-10", "2024-03-11"]
     assert_the_daemon_accepts(landing_sensor, first.run_requests, runner.defs)
-    assert set(json.loads(first.cursor)) == {"received_date=2024-13-45", "notes"}  # reported, once
+    reported = {"received_date=2024-13-45", "notes", "received_date=2019-06-01", "received_date=2099-01-01"}
+    assert set(json.loads(first.cursor)) == reported  # each reported once, none blocking the others
 
     runner.ingest(date(2024, 3, 10))  # what the requested run does
     later = landing_sensor(dg.build_sensor_context(instance=runner.instance, resources={"pipeline": pipeline},
