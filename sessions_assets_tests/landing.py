@@ -57,9 +57,8 @@ def received_day_of(line: str) -> date:
 
 def write_day(root: Path, received_day: date | str, lines: list[str], name: str = "part-0000.jsonl") -> Path:
     """Write ``lines`` as one landing file of ``received_day`` (gzipped for a ``.gz`` name); returns the file."""
-    folder = Path(root) / "landing" / f"received_date={received_day}"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
+    path = Path(root) / "landing" / f"received_date={received_day}" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
     payload = "".join(line + "\n" for line in lines).encode()
     path.write_bytes(gzip.compress(payload) if name.endswith(".gz") else payload)
     return path

@@ -112,9 +112,11 @@ class Storage:
             return []
         files = []
         for info in self.fs.ls(path, detail=True):
-            if info["type"] == "directory":
-                continue
             name = info["name"].rstrip("/").rsplit("/", 1)[-1]
+            if info["type"] == "directory":  # reported, so that no line in it goes unaccounted for
+                detail = "a folder: a received day's files are read from its own folder, not from subfolders"
+                files.append(LandingFile(self._uri(info["name"]), name, f"{name}:folder", "skipped_file", detail))
+                continue
             files.append(self._describe(info, name))
         return sorted(files, key=lambda f: f.name)
 

@@ -33,6 +33,7 @@ def test_a_day_of_awkward_files_is_read_whole_and_its_bad_files_are_reported(run
     (folder / "truncated.jsonl.gz").write_bytes(whole[: len(whole) // 2])
     (folder / "plain.jsonl.gz").write_text(lines("plain", 1)[0])
     os.symlink(folder / "nowhere.jsonl", folder / "gone.jsonl")
+    write_day(data_root, DAY, lines("nested", 1), "retry/part-0000.jsonl")
 
     step = runner.ingest(DAY)
 
@@ -44,6 +45,7 @@ def test_a_day_of_awkward_files_is_read_whole_and_its_bad_files_are_reported(run
     assert reported == {
         "_retry.jsonl": "skipped_file", ".late.jsonl": "skipped_file", "notes.txt": "skipped_file",
         "truncated.jsonl.gz": "unreadable_file", "plain.jsonl.gz": "unreadable_file", "gone.jsonl": "unreadable_file",
+        "retry": "skipped_file",
     }  # fmt: skip
     accounted = {f["file"]: f for f in step.metadata["raw_events"]["files"]}
     for name in ("good.jsonl", "part[1].jsonl", "batch-2024-03-11T10:00:00Z.jsonl", "empty.jsonl"):
