@@ -2,8 +2,10 @@
 
 - ``landing_sensor``: a received-day folder is new or its files changed -> ingest that day.
 - ``late_data_sensor``: a received day was ingested (by the landing sensor, a UI backfill or
-  ``sessions-assets run``) -> one run of ``events``, ``sessions`` and ``daily_snapshot`` over the
-  partitions the ingested days touched, and their neighbours.
+  ``sessions-assets run``) -> one run of ``events``, ``sessions`` and ``daily_snapshot``. It is
+  launched for one partition, the latest received day, and records a materialization of every day whose
+  rows it changed (the event days the received days touched, the session days their late events reached):
+  a run over a wide partition range would cost the instance an event per partition, changed or not.
 """
 
 import json
@@ -39,7 +41,7 @@ def landing_sensor(context: dg.SensorEvaluationContext, pipeline: PipelineResour
     job=jobs.refresh_job, minimum_interval_seconds=INTERVAL_SECONDS, default_status=dg.DefaultSensorStatus.RUNNING
 )
 def late_data_sensor(context: dg.SensorEvaluationContext) -> dg.RunRequest | dg.SkipReason:
-    """The received days ingested since the last refresh -> the partitions they touched, in one run."""
+    """The received days ingested since the last refresh -> one refresh of what they touched."""
     due = planning.refresh_due(context.instance)
     if due is None:
         return dg.SkipReason("no received day was ingested since the last refresh")
