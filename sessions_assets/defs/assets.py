@@ -1,7 +1,7 @@
 """The derived assets: each brings its table up to date with its input, or repairs the run's partitions.
 
 A run covers a range of days (``partitions.Refresh``, or a backfill from the UI); whatever it covers, each
-asset applies every change its input has that it has not absorbed yet (``warehouse/refresh.py``), so a
+asset applies every change its input has that it has not absorbed yet (``warehouse/refresh/``), so a
 re-run changes nothing. With ``rebuild: true`` in the run config it also recomputes the run's partitions
 whole from their inputs, the way to repair days whatever happened to them.
 """

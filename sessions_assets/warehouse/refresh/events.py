@@ -1,0 +1,99 @@
+"""``events``: the first-received copy of each message, from the received days ingested since the last step."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sessions_assets.engine import dedup
+from sessions_assets.warehouse import ledger
+from sessions_assets.warehouse.delta import Commit, Warehouse
+from sessions_assets.warehouse.refresh.outcome import Refreshed, days_in, on_days, rebuilding, rebuilt, repair_commit
+from sessions_assets.warehouse.tables import EVENTS, RAW_EVENTS
+
+
+def refresh_events(wh: Warehouse, repair: tuple[date, date] | None = None) -> Refreshed:
+    """Absorb the received days ingested since the last run; with ``repair``, also recompute those event days."""
+    at = ledger.position(wh, EVENTS, RAW_EVENTS)
+    rebuild, feed = rebuilding(wh, at)
+    if rebuild:
+        wh.overwrite(EVENTS, dedup.keep_first(wh.read(RAW_EVENTS, at.latest)).select(*EVENTS.columns), at.replacing)
+        return rebuilt(wh, EVENTS, "event_date", at)
+    done = Refreshed("incremental" if feed is not None else "up to date", at.latest)
+    if feed is not None:
+        if _removed_rows(wh, at):  # a received day re-ingested with other rows: recompute its messages
+            change = _corrections(wh, feed.select("message_hash").distinct(), at.latest)
+        else:
+            change = _arrivals(wh, feed.where(F.col("_change_type") == "insert").drop("_change_type"))
+        _apply_events(wh, change, at.commit, done)
+    if repair is not None:
+        first, last = repair
+        stored = wh.read(EVENTS).where(F.col("event_date").between(first, last)).select("message_hash")
+        copies = wh.read(RAW_EVENTS).where(F.col("event_date").between(first, last)).select("message_hash")
+        _apply_events(
+            wh, _corrections(wh, stored.union(copies).distinct(), wh.version(RAW_EVENTS)), repair_commit(repair), done
+        )
+        done.how = "repaired"
+    return done
+
+
+def _removed_rows(wh: Warehouse, at: ledger.Position) -> bool:
+    """Whether ``raw_events`` lost rows since ``at.absorbed`` (its commits' metrics; no data is read)."""
+    commits = (wh.commit_info(RAW_EVENTS, v) for v in range(at.absorbed + 1, at.latest + 1))
+    return any(
+        int(c.get("operationMetrics", {}).get("numRemovedFiles", "0"))
+        for c in commits
+        if c.get("operation") != "OPTIMIZE"
+    )
+
+
+def _stored(wh: Warehouse, hashes: DataFrame) -> DataFrame:
+    """The stored rows of messages with these hashes: one scan of the narrow hash column finds their days,
+    then only those days are read whole."""
+    events = wh.read(EVENTS)
+    found = events.select("message_hash", "event_date").join(F.broadcast(hashes), "message_hash", "left_semi")
+    days = days_in(found, "event_date")
+    return events.where(F.col("event_date").isin(days)).join(F.broadcast(hashes), "message_hash", "left_semi")
+
+
+def _arrivals(wh: Warehouse, copies: DataFrame) -> DataFrame:
+    """New copies only: each message's first new copy against the stored one (matched on the id itself)."""
+    incoming = dedup.keep_first(copies).select(*EVENTS.columns).localCheckpoint()
+    stored = _stored(wh, incoming.select("message_hash").distinct())
+    return dedup.arrivals(
+        incoming, stored.join(incoming.select("message_id"), "message_id", "left_semi"), EVENTS.columns
+    )
+
+
+def _corrections(wh: Warehouse, hashes: DataFrame, raw_version: int) -> DataFrame:
+    """Every copy of these messages, wherever received, decides their rows afresh."""
+    hashes = hashes.localCheckpoint()
+    raw = wh.read(RAW_EVENTS, raw_version)
+    found = raw.select("message_hash", "received_date").join(F.broadcast(hashes), "message_hash", "left_semi")
+    received = days_in(found, "received_date")
+    copies = raw.where(F.col("received_date").isin(received)).join(F.broadcast(hashes), "message_hash", "left_semi")
+    return dedup.corrections(dedup.keep_first(copies).select(*EVENTS.columns), _stored(wh, hashes), EVENTS.columns)
+
+
+def _apply_events(wh: Warehouse, ops: DataFrame, commit: Commit, done: Refreshed) -> None:
+    """Inserts, updates and deletes in one commit: an append when no stored row changes, else one ``MERGE``
+    that reads the target only on the days whose stored rows change."""
+    ops = ops.localCheckpoint()
+    stored_days = set()
+    for row in ops.groupBy("_op", "event_date").count().collect():
+        done.counts[f"rows_{row._op}{'d' if row._op.endswith('e') else 'ed'}"] += row["count"]
+        done.days[row.event_date] += row["count"]
+        if row._op != "insert":
+            stored_days.add(row.event_date)
+    if not stored_days:
+        wh.append(EVENTS, ops, commit)
+        return
+    values = {c: f"s.{c}" for c in EVENTS.columns}
+    wh.merge(
+        EVENTS, ops, f"t.event_date = s.event_date AND t.message_id = s.message_id AND {on_days('t.event_date', stored_days)}",
+        lambda m: m.whenMatchedDelete("s._op = 'delete'").whenMatchedUpdate("s._op = 'update'", values)
+        .whenNotMatchedInsert("s._op != 'delete'", values),
+        commit,
+    )  # fmt: skip

@@ -1,0 +1,60 @@
+"""What a refresh step did, and when it rebuilds its table whole instead of applying changes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import date
+
+from pyspark.sql import DataFrame
+
+from sessions_assets.warehouse import ledger
+from sessions_assets.warehouse.delta import Commit, Warehouse
+
+# A change feed's row kinds: what a commit added to the table, and what it took out.
+ADDED, REMOVED = ("insert", "update_postimage"), ("delete", "update_preimage")
+
+
+@dataclass
+class Refreshed:
+    """What a step did, for materialization metadata."""
+
+    how: str = "up to date"  # 'up to date', 'incremental', 'rebuilt whole', 'repaired'
+    absorbed: int | None = None  # the input version now reflected
+    counts: Counter = field(default_factory=Counter)
+    days: Counter = field(default_factory=Counter)  # partition day -> rows written or deleted there
+    tables: dict[str, list[dict]] = field(default_factory=dict)  # small summaries, a row per dict
+
+
+def days_in(df: DataFrame, column: str) -> list[date]:
+    return sorted(r[0] for r in df.select(column).distinct().collect() if r[0] is not None)
+
+
+def on_days(column: str, days) -> str:
+    """A SQL condition on a date column, for a ``MERGE``'s target side; FALSE when there are no days."""
+    listed = ", ".join(f"DATE'{d.isoformat()}'" for d in sorted(days))
+    return f"{column} IN ({listed})" if listed else "FALSE"
+
+
+def repair_commit(days: tuple[date, date]) -> Commit:
+    """A repair's write notes what it recomputed, not an input version: it absorbs nothing new."""
+    return Commit({"repaired": [d.isoformat() for d in days]})
+
+
+def rebuilding(wh: Warehouse, at: ledger.Position) -> tuple[bool, DataFrame | None]:
+    """Whether the table must be rebuilt whole, and otherwise the input's changes (None: none pending)."""
+    if at.absorbed is None:
+        return True, None
+    if at.current:
+        return False, None
+    feed = ledger.changes(wh, at)
+    return feed is None, feed
+
+
+def rebuilt(wh: Warehouse, table, column: str, at: ledger.Position) -> Refreshed:
+    """A table rebuilt whole: every day it holds changed (counted from the narrow date column)."""
+    done = Refreshed("rebuilt whole", at.latest)
+    for row in wh.read(table).groupBy(column).count().collect():
+        done.days[row[column]] = row["count"]
+    done.counts["rows"] = sum(done.days.values())
+    return done

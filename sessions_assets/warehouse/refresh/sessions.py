@@ -1,0 +1,142 @@
+"""``sessions``: the touched users' chains of sessions re-sessionized, renumbered and netted against what is stored."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import date, timedelta
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from sessions_assets.engine import chains
+from sessions_assets.engine.sessionize import EVENT_COLUMNS, sessionize
+from sessions_assets.settings import Settings
+from sessions_assets.warehouse import ledger
+from sessions_assets.warehouse.delta import Commit, Warehouse
+from sessions_assets.warehouse.refresh.outcome import (
+    ADDED,
+    REMOVED,
+    Refreshed,
+    days_in,
+    on_days,
+    rebuilding,
+    rebuilt,
+    repair_commit,
+)
+from sessions_assets.warehouse.tables import EVENTS, SESSIONS
+
+
+def refresh_sessions(wh: Warehouse, settings: Settings, repair: tuple[date, date] | None = None) -> Refreshed:
+    """Recompute the chains that the events changed since the last run touch; with ``repair``, also every
+    chain with an event or a session on those days."""
+    at = ledger.position(wh, SESSIONS, EVENTS)
+    rebuild, feed = rebuilding(wh, at)
+    if rebuild:
+        wh.overwrite(SESSIONS, sessionize(wh.read(EVENTS, at.latest), settings), at.replacing)
+        return rebuilt(wh, SESSIONS, "session_date", at)
+    done = Refreshed("incremental" if feed is not None else "up to date", at.latest)
+    if feed is not None:
+        columns = [*EVENT_COLUMNS, "event_date"]
+        added = feed.where(F.col("_change_type").isin(*ADDED)).select(*columns)
+        removed = feed.where(F.col("_change_type").isin(*REMOVED)).select(*columns)
+        added, removed = added.exceptAll(removed).localCheckpoint(), removed.exceptAll(added)
+        moments = added.unionByName(removed).select(
+            "user_key", F.col("timestamp").alias("dirty_from"), F.col("timestamp").alias("dirty_to"))  # fmt: skip
+        _resessionize(wh, settings, moments, added, at.latest, at.commit, done)
+    if repair is not None:
+        _resessionize(wh, settings, _repair_windows(wh, *repair), None, wh.version(EVENTS), repair_commit(repair), done)
+        done.how = "repaired"
+    return done
+
+
+def _repair_windows(wh: Warehouse, first: date, last: date) -> DataFrame:
+    """Every user with an event or a session on ``first..last``, dirty over those whole days."""
+    with_events = wh.read(EVENTS).where(F.col("event_date").between(first, last)).select("user_key")
+    with_sessions = (
+        wh.read(SESSIONS)
+        .where((F.to_date("session_start") <= F.lit(last)) & (F.to_date("session_end") >= F.lit(first)))
+        .select("user_key")
+    )
+    start, end = F.lit(first).cast("timestamp"), F.lit(last + timedelta(days=1)).cast("timestamp")
+    return (
+        with_events.union(with_sessions)
+        .distinct()
+        .select("user_key", start.alias("dirty_from"), (end - F.expr("INTERVAL 1 MICROSECOND")).alias("dirty_to"))
+    )
+
+
+def _resessionize(
+    wh: Warehouse,
+    settings: Settings,
+    dirty: DataFrame,
+    added: DataFrame | None,
+    events_version: int,
+    commit: Commit,
+    done: Refreshed,
+) -> None:
+    """Recompute every chain holding a ``dirty`` span and write the difference in one commit.
+
+    Chains near no stored session hold only ``added`` events and are sessionized from them; the others are
+    read from ``events`` on their days only. Without ``added`` every chain is read from ``events``.
+    """
+    dirty = dirty.localCheckpoint()
+    users = F.broadcast(dirty.select("user_key").distinct())
+    stored = wh.read(SESSIONS).select(*chains.STORED_COLUMNS).join(users, "user_key", "left_semi").localCheckpoint()
+    touched = chains.touched_chains(stored, dirty, settings.session_gap).localCheckpoint()
+    read = touched if added is None else touched.where("has_stored")
+    days = days_in(read.select(F.explode(F.sequence(F.to_date("chain_start"), F.to_date("chain_end"))).alias("d")), "d")
+    events = wh.read(EVENTS, events_version).where(F.col("event_date").isin(days)).select(*EVENT_COLUMNS)
+    fresh = chains.within(events, read)
+    if added is not None:
+        fresh = fresh.unionByName(chains.within(added.select(*EVENT_COLUMNS), touched.where("not has_stored")))
+    ops = chains.changes(stored, touched, sessionize(fresh, settings).localCheckpoint()).localCheckpoint()
+    stored_days = _summarise_sessions(ops, done)
+    if not stored_days:
+        wh.append(SESSIONS, ops, commit)
+    else:
+        values = {c: f"s.{c}" for c in SESSIONS.columns}
+        wh.merge(
+            SESSIONS, ops,
+            f"t.session_date = s.session_date AND t.session_id = s.session_id AND {on_days('t.session_date', stored_days)}",
+            lambda m: m.whenMatchedDelete("s._op = 'delete'")
+            .whenMatchedUpdate("s._op = 'renumber'", {"session_number": "s.session_number"})
+            .whenMatchedUpdate("s._op = 'update'", values)
+            .whenNotMatchedInsert("s._op IN ('insert', 'update')", values),
+            commit,
+        )  # fmt: skip
+    _check_numbers(wh, ops, done)
+
+
+def _summarise_sessions(ops: DataFrame, done: Refreshed) -> set[date]:
+    """Counts per operation and day, the written sessions' top landing paths and sources (one query), and
+    the days holding stored rows to change."""
+    source = F.coalesce("utm_source", "referrer", F.lit("(direct)"))
+    landing = F.coalesce("landing_path", F.lit("(none)"))
+    summary = ops.groupBy("_op", "session_date", landing.alias("landing"), source.alias("source")).count().collect()
+    stored_days, paths, sources = set(), Counter(), Counter()
+    for row in summary:
+        done.counts[f"sessions_{row._op}{'d' if row._op.endswith('e') else 'ed'}"] += row["count"]
+        done.days[row.session_date] += row["count"]
+        if row._op != "insert":
+            stored_days.add(row.session_date)
+        if row._op in ("insert", "update"):
+            paths[row.landing] += row["count"]
+            sources[row.source] += row["count"]
+    for name, counter in (("top_landing_paths", paths), ("top_sources", sources)):
+        ranked = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
+        done.tables[name] = [{"value": value, "sessions": n} for value, n in ranked]
+    return stored_days
+
+
+def _check_numbers(wh: Warehouse, ops: DataFrame, done: Refreshed) -> None:
+    """The users written, and how many of them the table does not number 1..n in start order (an asset check
+    of what was just committed)."""
+    users = F.broadcast(ops.select("user_key").distinct())
+    theirs = (
+        wh.read(SESSIONS).select("user_key", "session_start", "session_number").join(users, "user_key", "left_semi")
+    )
+    expected = F.row_number().over(Window.partitionBy("user_key").orderBy("session_start"))
+    wrong = theirs.withColumn("_expected", expected).groupBy("user_key").agg(
+        F.max((F.col("_expected") != F.col("session_number")).cast("int")).alias("_wrong"))  # fmt: skip
+    found = wrong.agg(F.count(F.lit(1)), F.coalesce(F.sum("_wrong"), F.lit(0))).head()
+    done.counts["users_written"], done.counts["users_misnumbered"] = found[0], found[1]

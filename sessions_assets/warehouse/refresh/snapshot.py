@@ -1,0 +1,61 @@
+"""``lifecycle`` and ``daily_snapshot``: transition totals corrected by the changed users' session days."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from pyspark.sql import functions as F
+
+from sessions_assets.engine import lifecycle
+from sessions_assets.settings import Settings
+from sessions_assets.warehouse import ledger
+from sessions_assets.warehouse.delta import Warehouse
+from sessions_assets.warehouse.refresh.outcome import ADDED, Refreshed, rebuilding
+from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, LIFECYCLE, RAW_EVENTS, REJECTED_EVENTS, SESSIONS
+
+
+def horizon(wh: Warehouse) -> date | None:
+    """The data's horizon: the latest received day with a line in it, accepted or rejected (each a partition
+    value of its table, which Delta answers from its log)."""
+    latest = [wh.read(t).agg(F.max("received_date")).head()[0] for t in (RAW_EVENTS, REJECTED_EVENTS)]
+    return max((d for d in latest if d is not None), default=None)
+
+
+def refresh_snapshot(wh: Warehouse, settings: Settings, repair: bool = False) -> Refreshed:
+    """Correct the transition totals by the difference the changed users' session days make, then rewrite
+    the snapshot from the totals up to the horizon (``repair``: count every user afresh)."""
+    at = ledger.position(wh, LIFECYCLE, SESSIONS)
+    rebuild, feed = rebuilding(wh, at)
+    done = Refreshed("incremental" if feed is not None else "up to date", at.latest)
+    if rebuild or repair:
+        days = wh.read(SESSIONS, at.latest).select("user_key", F.col("session_date").alias("day"))
+        wh.overwrite(LIFECYCLE, lifecycle.transitions(days, settings), at.replacing)
+        done.how = "repaired" if repair else "rebuilt whole"
+    elif feed is not None:
+        sign = F.when(F.col("_change_type").isin(*ADDED), 1).otherwise(-1)
+        net = feed.groupBy("user_key", F.col("session_date").alias("day")).agg(F.sum(sign).alias("net"))
+        net = net.where("net != 0").localCheckpoint()
+        users = F.broadcast(net.select("user_key").distinct())
+        now = wh.read(SESSIONS, at.latest).join(users, "user_key", "left_semi").groupBy(
+            "user_key", F.col("session_date").alias("day")).agg(F.count(F.lit(1)).alias("sessions"))  # fmt: skip
+        before = now.join(net, ["user_key", "day"], "full_outer").select(
+            "user_key", "day", (F.coalesce("sessions", F.lit(0)) - F.coalesce("net", F.lit(0))).alias("sessions")
+        )
+        # The users' transitions with their sessions now, minus those with their sessions before: one pass.
+        timelines = now.withColumn("weight", F.lit(1)).unionByName(
+            before.where("sessions > 0").withColumn("weight", F.lit(-1)))  # fmt: skip
+        totals = lifecycle.combined(wh.read(LIFECYCLE), lifecycle.transitions(timelines, settings))
+        wh.overwrite(LIFECYCLE, totals.localCheckpoint(), at.commit)
+    last = horizon(wh)
+    old = {(r.snapshot_date, r.state): r for r in wh.read(DAILY_SNAPSHOT).collect()}
+    new = (
+        {(r.snapshot_date, r.state): r for r in lifecycle.snapshot(wh.read(LIFECYCLE), last).collect()} if last else {}
+    )
+    for key in set(old) | set(new):
+        if old.get(key) != new.get(key):
+            done.days[key[0]] += 1
+    if done.days:
+        rows = wh.spark.createDataFrame(list(new.values()), DAILY_SNAPSHOT.schema)
+        wh.overwrite(DAILY_SNAPSHOT, rows)
+    done.counts["snapshot_rows_changed"] = sum(done.days.values())
+    return done
