@@ -2,6 +2,7 @@
 #   make demo       generate the bundled sample landing zone under ./data and run the whole pipeline
 #   make test       lint, then every test tier (what CI runs, via .ci/run)
 #   make test-fast  the engine and Dagster tiers only (no processes started): a few minutes
+#   make test-s3    the pipeline end to end on an S3-compatible server on loopback (downloads its jars)
 #   make soak       the property tests only, with SOAK (20) times their examples: a nightly budget
 #   make dev        serve the Dagster UI and daemon (dg dev) with this project's definitions
 #   make bench      time one more received day, incremental against a full rebuild (benchmarks/results/)
@@ -14,7 +15,7 @@ export SESSIONS_DATA_ROOT ?= $(CURDIR)/$(DATA_ROOT)
 # Two test workers, one test file each at a time, so module fixtures stay in one worker.
 PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
-.PHONY: setup demo lint test test-fast soak dev bench clean
+.PHONY: setup demo lint test test-fast test-s3 soak dev bench clean
 
 $(BIN)/sessions-assets: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,10 +38,14 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 test: lint
-	$(PYTEST)
+	$(PYTEST) -m "not s3"
 
 test-fast: lint
-	$(PYTEST) -m "not slow"
+	$(PYTEST) -m "not slow and not s3"
+
+test-s3: setup
+	$(BIN)/python -m pip install --quiet -e ".[test,s3]"
+	$(BIN)/python -m pytest -q -m s3
 
 SOAK ?= 20
 soak: setup

@@ -59,7 +59,9 @@ class Storage:
 
     def __init__(self, data_root: str):
         self.root = as_uri(data_root)
-        self.fs, self._root_path = url_to_fs(self.root)
+        # No cached listings: Spark writes the tables behind fsspec's back, and a Delta log listed from an
+        # object store's cache (s3fs, gcsfs, adlfs keep one per client) would hide the newest commits.
+        self.fs, self._root_path = url_to_fs(self.root, use_listings_cache=False)
 
     @property
     def landing(self) -> str:

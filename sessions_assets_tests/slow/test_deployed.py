@@ -2,20 +2,23 @@
 
 Nothing here runs the project's jobs itself: the daemon evaluates the sensors (with every check it makes
 on their requests) and launches the runs in their own processes, and a partition backfill is launched
-through the webserver's GraphQL API as the UI launches it. The tables must then equal the oracle's full
-recompute, and no sensor tick, run or backfill may have failed.
+through the webserver's GraphQL API as the UI launches it. The instance keeps its runs, events and sensor
+state in PostgreSQL, as a deployment's does. The tables must then equal the oracle's full recompute, no sensor
+tick, run or backfill may have failed, and the CLI, on the same instance, must find nothing left to do.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import dagster as dg
 import pytest
+import yaml
 
 from sessions_assets.cli.main import main as cli
 from sessions_assets.defs import planning
@@ -26,7 +29,7 @@ from sessions_assets_tests.expected import assert_tables_match_oracle
 
 pytestmark = pytest.mark.slow
 SENSORS = ("landing_sensor", "late_data_sensor")
-TIMEOUT = 300
+TIMEOUT = 600  # per wait; a refresh under dg dev waits for its sensor tick and a Spark start
 INGEST_ASSETS = ["raw_events", "rejected_events", "partition_map"]
 
 
@@ -57,13 +60,15 @@ def _assert_nothing_failed(dev: DagsterDev) -> None:
     assert all(b["status"] not in ("FAILED", "COMPLETED_FAILED", "CANCELED") for b in dev.backfills()), dev.backfills()
 
 
-def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path, spark):
+def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path, spark, postgres):
     staging, data_root, home = tmp_path / "staging", tmp_path / "data", tmp_path / "dagster_home"
     assert cli(["generate", "--data-root", str(staging), "--days", "4", "--users", "15", "--seed", "5"]) == 0
     folders = sorted((staging / "landing").iterdir())
     (data_root / "landing").mkdir(parents=True)
     home.mkdir()
     shutil.copy(PROJECT / "dagster.yaml", home / "dagster.yaml")
+    with open(home / "dagster.yaml", "a") as config:
+        config.write("\n" + yaml.safe_dump(postgres.instance_storage(), sort_keys=False))
     venv = Path(sys.executable).parent.parent
     env = {"SESSIONS_DATA_ROOT": str(data_root), "TZ": "UTC", "VIRTUAL_ENV": str(venv),
            "PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}  # fmt: skip
@@ -73,6 +78,7 @@ def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path,
         DagsterDev(home, env, command, tmp_path / "dagster-dev.log") as dev,
         dg.DagsterInstance.from_config(str(home)) as instance,
     ):
+        assert type(instance.run_storage).__name__ == "PostgresRunStorage", type(instance.run_storage)
         for name in SENSORS:
             dev.start_sensor(name)
             assert dev.sensor(name)["status"] == "RUNNING"
@@ -103,6 +109,21 @@ def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path,
         assert events and events < set(_days_between(min(events), max(events)))
 
     assert_tables_match_oracle(Warehouse(spark, Storage(str(data_root))), data_root)
+
+    # The CLI on the same instance sees what the daemon did: nothing is due.
+    status = _sessions_assets("status", data_root, home, env)
+    assert "received days to ingest: none" in status and "refresh due: no" in status, status
+    assert "Nothing to do" in _sessions_assets("run", data_root, home, env)
+
+
+def _sessions_assets(command: str, data_root: Path, home: Path, env: dict[str, str]) -> str:
+    """``sessions-assets COMMAND`` in its own process on the deployment's instance; its output."""
+    result = subprocess.run(
+        [sys.executable, "-m", "sessions_assets.cli.main", command, "--data-root", str(data_root)],
+        cwd=home, env={**env, "DAGSTER_HOME": str(home)}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, f"sessions-assets {command} exited {result.returncode}:\n{result.stderr[-4000:]}"
+    return result.stdout
 
 
 def _days_between(first: str, last: str) -> list[str]:
