@@ -74,6 +74,11 @@ class Storage:
         """A path as the store returns it -> a URI Spark and fsspec both take."""
         if self.root.startswith("file:"):
             return "file:" + path
+        # Under the root, keep the root's own spelling: some stores drop part of it from their paths
+        # (adlfs lists ``container/x`` for ``abfss://container@account.dfs.core.windows.net/x``).
+        path, base = path.rstrip("/"), self._root_path.rstrip("/")
+        if path == base or path.startswith(base + "/"):
+            return self.root + path[len(base) :]
         return f"{self.root.split('://', 1)[0]}://{path}"
 
     def root_exists(self) -> bool:
