@@ -1,0 +1,149 @@
+"""``sessions-assets`` as a user runs it: separate processes, no ``DAGSTER_HOME``, a fresh data root.
+
+One generated landing zone is run once for the module (a run costs a Spark start and a minute); the
+scenarios then ask what a user would: are the tables right, does a second run leave them alone, what does
+``status`` say, does a repair of one day keep them right. Mistakes a user can make end with exit code 2
+and one line on stderr, before anything starts.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from delta.tables import DeltaTable
+
+from sessions_assets.warehouse.delta import Warehouse
+from sessions_assets.warehouse.storage import Storage
+from sessions_assets_tests.expected import assert_tables_match_oracle
+
+pytestmark = pytest.mark.slow
+TIMEOUT = 600
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    """The caller's environment without a Dagster home or pipeline settings, in UTC."""
+    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME" and not k.startswith("SESSIONS_")}
+    return {**env, "TZ": "UTC", **extra}
+
+
+def sessions_assets(*args: str, cwd: Path, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+    """``sessions-assets ARGS`` in its own process, in ``cwd`` (where Spark may leave files), output captured."""
+    command = [sys.executable, "-m", "sessions_assets.cli.main", *args]
+    return subprocess.run(command, cwd=cwd, env=cli_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def table_versions(root: Path) -> dict[str, int]:
+    """Each table under the warehouse -> its latest Delta version, read from the commit files."""
+    return {
+        table.name: max(int(commit.stem) for commit in (table / "_delta_log").glob("*.json"))
+        for table in sorted((root / "warehouse").iterdir())
+        if (table / "_delta_log").is_dir()
+    }
+
+
+def python_traceback(stderr: str) -> bool:
+    return "Traceback (most recent call last)" in stderr
+
+
+@pytest.fixture(scope="module")
+def processed(tmp_path_factory):
+    """A generated landing zone (three received days, twenty users) after one ``run``: its root and the run."""
+    work = tmp_path_factory.mktemp("cli")
+    root = work / "data"
+    generated = sessions_assets("generate", "--data-root", str(root), "--days", "3", "--users", "20", cwd=work)
+    assert generated.returncode == 0, generated.stderr
+    assert generated.stdout.startswith("Generated ") and "for received days" in generated.stdout
+    run = sessions_assets("run", "--data-root", str(root), cwd=work)
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    return root, run
+
+
+def received_days(root: Path) -> list[str]:
+    return sorted(folder.name.split("=")[1] for folder in (root / "landing").iterdir())
+
+
+def test_run_processes_every_received_day_into_tables_equal_to_a_full_recompute(processed, spark):
+    root, run = processed
+    days = received_days(root)
+    assert len(days) == 3
+    said = run.stdout.splitlines()
+    assert said[0] == "3 received day(s) to ingest, then a refresh"
+    assert [line.split(":")[0] for line in said[1:4]] == [f"- {day}" for day in days]
+    assert said[-1].startswith("Done in ") and said[-1].endswith(f"Tables under file:{root}/warehouse.")
+    assert not python_traceback(run.stderr)
+    assert (root / "dagster_home").is_dir()  # no DAGSTER_HOME: the runs are recorded beside the data
+    assert_tables_match_oracle(Warehouse(spark, Storage(str(root))), root)
+
+
+def test_a_second_run_has_nothing_to_do_and_changes_no_table(processed):
+    root, _ = processed
+    before = table_versions(root)
+    again = sessions_assets("run", "--data-root", str(root), cwd=root.parent)
+    assert (again.returncode, again.stdout) == (
+        0, f"Nothing to do: every received day under file:{root}/landing is processed.\n"
+    )  # fmt: skip
+    assert table_versions(root) == before
+    assert {"events", "sessions", "daily_snapshot", "raw_events"} <= set(before)
+
+
+def test_status_says_nothing_is_due_after_a_run(processed):
+    root, _ = processed
+    status = sessions_assets("status", "--data-root", str(root), cwd=root.parent)
+    assert (status.returncode, status.stdout) == (0, "received days to ingest: none\nrefresh due: no\n")
+
+
+def repair_one_day(root: Path, day: str) -> subprocess.CompletedProcess:
+    repair = sessions_assets("repair", "--data-root", str(root), "--from", day, "--to", day, cwd=root.parent)
+    assert repair.returncode == 0, repair.stdout + repair.stderr[-3000:]
+    [line] = repair.stdout.splitlines()
+    steps = [part.split(" (")[0] for part in line.removeprefix("- refresh: ").split("; ")]
+    assert steps == ["events repaired", "sessions repaired", "daily_snapshot repaired"], line
+    return repair
+
+
+def test_repair_of_one_processed_day_leaves_every_table_equal_to_the_oracle(processed, spark):
+    root, _ = processed
+    repair_one_day(root, received_days(root)[1])
+    assert_tables_match_oracle(Warehouse(spark, Storage(str(root))), root)
+
+
+def test_repair_of_a_day_whose_sessions_were_lost_recomputes_them_from_its_events(processed, spark):
+    """The day's sessions include the bots' capped ones, which run into the next day."""
+    root, _ = processed
+    day = received_days(root)[1]
+    sessions = DeltaTable.forPath(spark, f"file:{root}/warehouse/sessions")
+    assert sessions.toDF().where(f"session_date = DATE'{day}' AND ended_by_cap").count() > 0
+    sessions.delete(f"session_date = DATE'{day}'")
+
+    repair_one_day(root, day)
+
+    assert_tables_match_oracle(Warehouse(spark, Storage(str(root))), root)
+
+
+@pytest.mark.parametrize(
+    "args, complaint",
+    [
+        (["run", "--data-root", "{missing}"], "no data root at file:{missing}"),
+        (["repair", "--data-root", "{root}", "--from", "not-a-day"], "'not-a-day' is not a day (YYYY-MM-DD)"),
+        (
+            ["repair", "--data-root", "{root}", "--from", "2024-03-01", "--tables", "bogus"],
+            "--tables takes events, sessions, daily_snapshot",
+        ),
+    ],
+    ids=["run_without_a_data_root", "repair_from_not_a_day", "repair_bogus_tables"],
+)
+def test_a_users_mistake_exits_2_with_one_line_on_stderr_and_no_traceback(tmp_path, args, complaint):
+    root, missing = tmp_path / "data", tmp_path / "missing"
+    (root / "landing").mkdir(parents=True)
+    paths = {"root": str(root), "missing": str(missing)}
+
+    done = sessions_assets(*(a.format(**paths) for a in args), cwd=tmp_path, timeout=120)
+
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("sessions-assets") and complaint.format(**paths) in done.stderr
+    assert not missing.exists() and not (root / "dagster_home").exists() and not (root / "warehouse").exists()
