@@ -56,7 +56,6 @@ dev: setup $(DAGSTER_HOME)/dagster.yaml
 
 BENCH_ARGS ?=
 bench: setup
-	$(BIN)/python -m pip install --quiet -e ".[test,bench]"
 	$(BIN)/python benchmarks/incremental.py $(BENCH_ARGS)
 
 clean:

@@ -54,7 +54,6 @@ LATENESS = {
     "months_late": (0.03, timedelta(days=3), timedelta(days=180)),
 }
 REDELIVERED = 0.01
-WRITTEN = (*tables.ALL,)
 COMPARED = (tables.EVENTS, tables.SESSIONS, tables.DAILY_SNAPSHOT)
 SPARK_KEYS = ("spark.master", "spark.driver.memory", "spark.sql.shuffle.partitions", "spark.driver.extraJavaOptions")
 
@@ -149,7 +148,7 @@ def dagster(root: Path) -> tuple[dg.DagsterInstance, Runner]:
 def delta_writes(wh: Warehouse, before: dict[str, int]) -> dict[str, dict[str, int]]:
     """Per table: rows written and files added/removed by the commits after ``before`` (its ``_delta_log``)."""
     writes = {}
-    for table in WRITTEN:
+    for table in tables.ALL:
         total = Counter()
         for version in range(before[table.name] + 1, wh.version(table) + 1):
             m = {k: int(v) for k, v in wh.commit_info(table, version).get("operationMetrics", {}).items()}
@@ -165,7 +164,7 @@ def delta_writes(wh: Warehouse, before: dict[str, int]) -> dict[str, dict[str, i
 def run_method(spark, method: str, root: Path, day: date, history: int, m: Measurement) -> None:
     """Process ``day`` on the copy at ``root`` one way, adding its times, writes and memory to ``m``."""
     wh = Warehouse(spark, Storage(str(root)))
-    before = {t.name: wh.version(t) for t in WRITTEN}
+    before = {t.name: wh.version(t) for t in tables.ALL}
     m.load.append(os.getloadavg())
     pids = (os.getpid(), int(spark._jvm.java.lang.ProcessHandle.current().pid()))
     inst, run = dagster(root)
@@ -206,7 +205,7 @@ def differences(spark, left: Path, right: Path) -> dict[str, dict]:
 # --- one history ----------------------------------------------------------------------------------------
 
 
-def prepare(spark, workdir: Path, history: int, per_day: int, seed: int, reuse: bool) -> tuple[Path, date, dict]:
+def prepare(workdir: Path, history: int, per_day: int, seed: int, reuse: bool) -> tuple[Path, date, dict]:
     """The loaded history (generated and loaded unless ``reuse`` finds it), its next day, and how long it took."""
     base = workdir / f"h{history}-e{per_day}-s{seed}" / "base"
     made = base / "history.json"
@@ -250,24 +249,18 @@ def copy_of(base: Path, name: str) -> Path:
 
 def bench(spark, args, history: int, per_day: int, repeat: int, mode: str) -> dict:
     """The case's history and what each method measured on it."""
-    base, day, phases = prepare(spark, args.workdir, history, per_day, args.seed, args.reuse_history)
+    base, day, phases = prepare(args.workdir, history, per_day, args.seed, args.reuse_history)
     run_method(spark, "incremental", copy_of(base, "warmup"), day, history, Measurement())
     methods = {"incremental": Measurement(), "full_rebuild": Measurement()}
     for method, m in methods.items():
         for _ in range(repeat if method == "incremental" else 1):
             run_method(spark, method, copy_of(base, method), day, history, m)
             print(f"  {method:12s} {m.wall_s[-1]:7.1f}s  {m.steps_s[-1]}  load {m.load[-1]}", flush=True)
-    diff = methods["incremental"].differences = differences(
-        spark, base.parent / "incremental", base.parent / "full_rebuild"
-    )
+    diff = differences(spark, base.parent / "incremental", base.parent / "full_rebuild")
+    methods["incremental"].differences = diff
     print("  incremental = full rebuild" if not diff else f"  DIFFERENT: {json.dumps(diff, default=str)[:3000]}")
-    return {
-        "mode": mode,
-        "history": history,
-        "events_per_day": per_day,
-        **phases,
-        "methods": {k: asdict(m) for k, m in methods.items()},
-    }
+    measured = {k: asdict(m) for k, m in methods.items()}
+    return dict(mode=mode, history=history, events_per_day=per_day, **phases, methods=measured)
 
 
 # --- reporting ------------------------------------------------------------------------------------------
@@ -282,11 +275,9 @@ def _row(case: dict, method: str) -> str:
     m, full = case["methods"][method], case["methods"]["full_rebuild"]
     w, load = m["writes"].values(), " ".join(f"{x:.1f}" for x in m["load"][0])
     steps = [_stat([t.get(s, 0.0) for t in m["steps_s"]]) for s in ("ingest", *REFRESHED, "dagster")]
-    versus = (
-        ("", "")
-        if m is full
-        else (f"{min(m['wall_s']) / min(full['wall_s']):.2f}", "**NO**" if m["differences"] else "yes")
-    )
+    versus = ["", ""]
+    if m is not full:
+        versus = [f"{min(m['wall_s']) / min(full['wall_s']):.2f}", "**NO**" if m["differences"] else "yes"]
     return (
         f"| {case['mode']} | {case['history']} | {case['events_per_day']:,} | {method} | {len(m['wall_s'])} "
         f"| {_stat(m['wall_s'])} | {' | '.join(steps)} | {sum(t['rows'] for t in w):,} "
