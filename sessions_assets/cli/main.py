@@ -155,8 +155,15 @@ def _day(text: str) -> date:
         raise argparse.ArgumentTypeError(f"{text!r} is not a day (YYYY-MM-DD)") from None
 
 
+class _Parser(argparse.ArgumentParser):
+    """A mistake in the arguments is one line, like every other user error (subcommands inherit this)."""
+
+    def error(self, message: str):
+        raise SystemExit(f"{self.prog}: {message}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="sessions-assets", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="sessions-assets", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     root = {"default": os.environ.get("SESSIONS_DATA_ROOT", "data"), "help": "the data root (SESSIONS_DATA_ROOT)"}
     gen = sub.add_parser("generate", help="write a realistic sample landing zone")
@@ -180,8 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     upkeep.add_argument("--data-root", **root)
     upkeep.add_argument("--retain-hours", type=int, help="keep files younger than this (default 168)")
     upkeep.set_defaults(func=maintain)
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(argv)
         return args.func(args)
     except SystemExit as stop:
         if isinstance(stop.code, str):
