@@ -1,8 +1,9 @@
 """What goes wrong around ``sessions-assets run``: two at once, one killed, a landing zone with stray files.
 
 Runs are real ``sessions-assets`` processes on a fresh data root with no ``DAGSTER_HOME``, so their Dagster
-instance lives in the data root (created under a file lock); each scenario ends with every table equal to
-the oracle's full recompute.
+instance lives in the data root (created under a file lock); the stray files are processed in this process
+against that same instance, then ``status`` is asked. Each scenario ends with every table equal to the
+oracle's full recompute.
 """
 
 from __future__ import annotations

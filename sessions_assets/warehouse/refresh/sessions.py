@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
@@ -44,20 +44,31 @@ def refresh_sessions(wh: Warehouse, settings: Settings, repair: tuple[date, date
             "user_key", F.col("timestamp").alias("dirty_from"), F.col("timestamp").alias("dirty_to"))  # fmt: skip
         _resessionize(wh, settings, moments, added, at.latest, at.commit, done)
     if repair is not None:
-        _resessionize(wh, settings, _repair_windows(wh, *repair), None, wh.version(EVENTS), repair_commit(repair), done)
+        _resessionize(
+            wh,
+            settings,
+            _repair_windows(wh, *repair, timedelta(hours=settings.max_session_hours)),
+            None,
+            wh.version(EVENTS),
+            repair_commit(repair),
+            done,
+        )
         done.how = "repaired"
     return done
 
 
-def _repair_windows(wh: Warehouse, first: date, last: date) -> DataFrame:
-    """Every user with an event or a session on ``first..last``, dirty over those whole days."""
-    with_events = wh.read(EVENTS).where(F.col("event_date").between(first, last)).select("user_key")
+def _repair_windows(wh: Warehouse, first: date, last: date, cap: timedelta) -> DataFrame:
+    """Every user with an event or a session on ``first..last``, dirty over those whole days and as far past
+    them as a session started on ``last`` can reach (``cap``): the sessions repaired are recomputed from
+    events even where the stored ones that continued them are lost."""
+    reach = datetime.combine(last, datetime.min.time()) + timedelta(days=1) + cap
+    with_events = wh.read(EVENTS).where(F.col("event_date").between(first, reach.date())).select("user_key")
     with_sessions = (
         wh.read(SESSIONS)
         .where((F.to_date("session_start") <= F.lit(last)) & (F.to_date("session_end") >= F.lit(first)))
         .select("user_key")
     )
-    start, end = F.lit(first).cast("timestamp"), F.lit(last + timedelta(days=1)).cast("timestamp")
+    start, end = F.lit(first).cast("timestamp"), F.lit(reach.isoformat(sep=" ")).cast("timestamp")
     return (
         with_events.union(with_sessions)
         .distinct()
