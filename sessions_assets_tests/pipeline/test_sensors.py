@@ -37,8 +37,8 @@ def test_the_definitions_load_from_the_defs_folder():
     assert {k.to_user_string() for k in loaded.resolve_asset_graph().get_all_asset_keys()} == {
         "raw_events", "rejected_events", "partition_map", "events", "sessions", "daily_snapshot"}  # fmt: skip
     assert {s.name for s in loaded.sensors} == {"landing_sensor", "late_data_sensor"}
-    assert {s.name for s in loaded.schedules} == {"daily_checks"}
-    assert {j.name for j in loaded.jobs} >= {"ingest_job", "refresh_job"}
+    assert {s.name for s in loaded.schedules} == {"daily_checks", "weekly_maintenance"}
+    assert {j.name for j in loaded.jobs} >= {"ingest_job", "refresh_job", "table_maintenance"}
     loaded.get_repository_def()  # resolves every job, schedule and sensor
 
 
