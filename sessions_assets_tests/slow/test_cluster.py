@@ -8,11 +8,8 @@ equals the oracle's full recompute and a third run finds nothing to do.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -20,19 +17,9 @@ from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import PARTITION_MAP
 from sessions_assets_tests.expected import assert_tables_match_oracle
+from sessions_assets_tests.slow.commands import cli
 
 pytestmark = pytest.mark.slow
-CLI = str(Path(sys.executable).parent / "sessions-assets")
-
-
-def cli(*args: str, cwd: Path, env: dict[str, str]) -> str:
-    """``sessions-assets ARGS`` in its own process, in ``cwd`` (where Spark may leave files); its output."""
-    command = [CLI, *args]
-    result = subprocess.run(command, cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, (
-        f"sessions-assets {' '.join(args)} exited {result.returncode}:\n{result.stderr[-4000:]}"
-    )
-    return result.stdout
 
 
 def test_the_pipeline_on_a_standalone_cluster_builds_exact_tables(spark_cluster, spark, tmp_path):

@@ -11,9 +11,6 @@ use) and the ``s3`` extra (``pip install -e ".[s3]"``).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,24 +19,18 @@ from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import PARTITION_MAP
 from sessions_assets_tests.expected import assert_tables_match_oracle
+from sessions_assets_tests.slow.commands import cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.s3]
-CLI = str(Path(sys.executable).parent / "sessions-assets")
 
 
-def cli(*args: str, cwd: Path, env: dict[str, str]) -> str:
-    """``sessions-assets ARGS`` in its own process, in ``cwd`` (where Spark may leave files); its output."""
-    command = [CLI, *args]
-    result = subprocess.run(command, cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, (
-        f"sessions-assets {' '.join(args)} exited {result.returncode}:\n{result.stderr[-4000:]}"
-    )
-    return result.stdout
+def _cli(*args: str, cwd: Path, env: dict[str, str]) -> str:
+    return cli(*args, cwd=cwd, env=env, timeout=900)  # uploads and S3 round trips
 
 
 def test_the_pipeline_on_s3_builds_exact_tables(s3_server, spark, tmp_path):
     staging = tmp_path / "staging"
-    cli("generate", "--data-root", str(staging), "--days", "3", "--users", "8", "--seed", "11", cwd=tmp_path, env={})
+    _cli("generate", "--data-root", str(staging), "--days", "3", "--users", "8", "--seed", "11", cwd=tmp_path, env={})
     root = f"{s3_server.bucket}/root"
     data_root = f"s3a://{root}"
     fs = s3_server.filesystem()
@@ -49,9 +40,9 @@ def test_the_pipeline_on_s3_builds_exact_tables(s3_server, spark, tmp_path):
     for batch in (folders[:2], folders[2:]):
         for folder in batch:
             fs.put(str(folder), f"{root}/landing/{folder.name}", recursive=True)
-        assert "- refresh:" in cli("run", "--data-root", data_root, cwd=tmp_path, env=env)
-    assert "Nothing to do" in cli("run", "--data-root", data_root, cwd=tmp_path, env=env)
-    assert "received days to ingest: none" in cli("status", "--data-root", data_root, cwd=tmp_path, env=env)
+        assert "- refresh:" in _cli("run", "--data-root", data_root, cwd=tmp_path, env=env)
+    assert "Nothing to do" in _cli("run", "--data-root", data_root, cwd=tmp_path, env=env)
+    assert "received days to ingest: none" in _cli("status", "--data-root", data_root, cwd=tmp_path, env=env)
 
     # The tables are on the store; they are read from a copy of it here.
     tables = {p.rsplit("/", 1)[-1] for p in fs.ls(f"{root}/warehouse")}
