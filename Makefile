@@ -10,8 +10,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DATA_ROOT ?= data
-export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 export SESSIONS_DATA_ROOT ?= $(CURDIR)/$(DATA_ROOT)
+# The instance of a data root is <data root>/dagster_home, as the command line's default: the UI and
+# sessions-assets read the same history.
+export DAGSTER_HOME ?= $(SESSIONS_DATA_ROOT)/dagster_home
+# Delta's jars, fetched once here and read from disk by every Spark start (sessions_assets/warehouse/jars.py).
+JARS := $(VENV)/share/sessions-assets/jars/packages.txt
 # Two test workers, one test file each at a time, so module fixtures stay in one worker.
 PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
@@ -23,7 +27,10 @@ $(BIN)/sessions-assets: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	touch $@
 
-setup: $(BIN)/sessions-assets
+$(JARS): $(BIN)/sessions-assets
+	$(BIN)/sessions-assets fetch-jars
+
+setup: $(BIN)/sessions-assets $(JARS)
 
 $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 	mkdir -p $(DAGSTER_HOME)
@@ -59,4 +66,4 @@ bench: setup
 	$(BIN)/python benchmarks/incremental.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(DAGSTER_HOME) $(DATA_ROOT) *.egg-info spark-warehouse
+	rm -rf $(VENV) $(DATA_ROOT) *.egg-info

@@ -151,7 +151,7 @@ def delta_writes(wh: Warehouse, before: dict[str, int]) -> dict[str, dict[str, i
     for table in tables.ALL:
         total = Counter()
         for version in range(before[table.name] + 1, wh.version(table) + 1):
-            m = {k: int(v) for k, v in wh.commit_info(table, version).get("operationMetrics", {}).items()}
+            m = {k: int(v) for k, v in wh.log(table).commit_info(version).get("operationMetrics", {}).items()}
             total["rows"] += m.get("numOutputRows", 0)
             total["added"] += m.get("numFiles", m.get("numAddedFiles", 0)) + m.get("numTargetFilesAdded", 0)
             total["removed"] += m.get("numRemovedFiles", 0) + m.get("numTargetFilesRemoved", 0)

@@ -7,9 +7,7 @@ Tiers: the engine tests (``engine/``) call the DataFrame functions and the oracl
 
 from __future__ import annotations
 
-import fcntl
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,12 +23,7 @@ def spark():
 
     from sessions_assets.defs.resources import spark_config
 
-    resource = LazyPySparkResource(spark_config=spark_config())
-    # pytest-xdist workers start together; on a fresh machine each would resolve Delta's jars into the same
-    # Ivy cache at once, which Ivy does not guard. One start at a time; the others find the jars cached.
-    with open(Path(tempfile.gettempdir()) / "sessions-assets-spark-start.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        session = resource.spark_session
+    session = LazyPySparkResource(spark_config=spark_config()).spark_session
     yield session
     session.stop()
 

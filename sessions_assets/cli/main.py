@@ -6,6 +6,7 @@ keep the tables compact.
     sessions-assets status   --data-root DIR
     sessions-assets repair   --data-root DIR --from DAY [--to DAY] [--tables events,sessions,daily_snapshot]
     sessions-assets maintain --data-root DIR [--retain-hours H]
+    sessions-assets fetch-jars [--to DIR]
 
 Runs are recorded in the Dagster instance at ``$DAGSTER_HOME`` (default ``DIR/dagster_home``), so the UI
 shows them and a second ``run`` finds nothing to do. Errors a user can cause are one line, exit 2.
@@ -42,14 +43,22 @@ def generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ingest_line(day: date, metadata: dict) -> str:
+def _ingest_lines(metadata: dict) -> list[str]:
+    """A line per received day of an ingest, then what was rejected or not read."""
     raw, rejected, mapped = metadata["raw_events"], metadata["rejected_events"], metadata["partition_map"]
+    lines = [
+        f"- {r['received_day']}: {r['lines']} lines, {r['accepted']} accepted, {r['rejected']} rejected, "
+        f"{r['event_days']} event day(s)"
+        for r in (record.data for record in raw["per_received_day"].records)
+    ]  # fmt: skip
     reasons = ", ".join(f"{n} {r}" for r, n in sorted(rejected["reasons"].items())) or "none"
-    skipped = [f"{f['file']} ({f['skipped']})" for f in raw["files"] if f.get("skipped")]
     days = mapped["event_days"]
     span = f"{days[0]}..{days[-1]} ({len(days)})" if days else "none"
-    line = f"- {day}: {raw['lines']} lines, {raw['accepted']} accepted, rejected: {reasons}; event days {span}"
-    return line + (f"; files not read: {', '.join(skipped)}" if skipped else "")
+    skipped = [f"{f['received_day']}/{f['file']} ({f['skipped']})" for f in raw["files"] if f.get("skipped")]
+    lines.append(
+        f"  rejected: {reasons}; event days {span}" + (f"; files not read: {', '.join(skipped)}" if skipped else "")
+    )
+    return lines
 
 
 def _refresh_line(metadata: dict) -> str:
@@ -62,33 +71,32 @@ def _refresh_line(metadata: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sessions_assets.cli.runner import RunFailed, Runner, open_instance
     from sessions_assets.defs import planning
-    from sessions_assets.defs.resources import resources
-    from sessions_assets.settings import Settings
 
     started = time.monotonic()
     storage = _storage(args)
+    landing = planning.landing(storage)
+    for line in landing.describe_ignored():
+        print(f"Skipped landing folder {line}")
+    spans, refresh = planning.ranges(landing.due), planning.refresh_due(storage)
+    if not spans and refresh is None:
+        print(f"Nothing to do: every received day under {storage.landing} is processed.")
+        return 0
+    from sessions_assets.cli.runner import RunFailed, Runner, open_instance
+    from sessions_assets.defs.resources import resources
+    from sessions_assets.settings import Settings
+
+    print(f"{len(landing.due)} received day(s) to ingest and refresh in {len(spans) or 1} run(s)", flush=True)
     with open_instance(args.data_root) as instance:
-        landing = planning.landing(instance, storage)
-        for line in landing.describe_ignored():
-            print(f"Skipped landing folder {line}")
-        due = planning.refresh_due(instance)
-        if not landing.due and due is None:
-            print(f"Nothing to do: every received day under {storage.landing} is processed.")
-            return 0
-        print(
-            f"{len(landing.due)} received day(s) to ingest" + (", then a refresh" if landing.due or due else ""),
-            flush=True,
-        )
         runner = Runner(instance, resources(Settings.from_env(data_root=args.data_root)))
         try:
-            for day, _ in landing.due:
-                print(_ingest_line(day, runner.ingest(day).metadata), flush=True)
-            due = planning.refresh_due(instance)
-            if due is not None:
-                print(f"- {due.refresh.describe()}", flush=True)
-                print(_refresh_line(runner.refresh(due).metadata))
+            for first, last in spans:
+                step = runner.ingest_and_refresh(first, last)
+                print("\n".join(_ingest_lines(step.metadata)), flush=True)
+                print(_refresh_line(step.metadata), flush=True)
+            if not spans:
+                print(f"- {refresh.describe()}", flush=True)
+                print(_refresh_line(runner.refresh(refresh).metadata))
         except RunFailed as failure:
             print(f"sessions-assets: {failure}", file=sys.stderr)
             return 1
@@ -101,13 +109,27 @@ def status(args: argparse.Namespace) -> int:
     from sessions_assets.defs import planning
 
     storage = _storage(args)
+    landing = planning.landing(storage)
+    refresh = planning.refresh_due(storage)
     with open_instance(args.data_root) as instance:
-        landing = planning.landing(instance, storage)
-        due = planning.refresh_due(instance)
-        print(f"received days to ingest: {', '.join(d.isoformat() for d, _ in landing.due) or 'none'}")
-        print(f"refresh due: {due.refresh.describe() if due else 'no'}")
-        for line in landing.describe_ignored():
-            print(f"skipped landing folder {line}")
+        history = planning.History.read(instance)
+        now = time.time()
+        print(f"received days to ingest: {', '.join(d.isoformat() for d in landing.due) or 'none'}")
+        for day in landing.due:
+            attempts = history.ingest(day)
+            if attempts.failures:
+                wait = (
+                    f"next try in {attempts.waiting(now):.0f} s"
+                    if attempts.waiting(now)
+                    else "retried at the next tick"
+                )
+                print(f"  failing: {day}: {attempts.failures} failed run(s), {wait}; {attempts.error}")
+        print(f"refresh due: {refresh.describe() if refresh else 'no'}")
+        attempts = history.refresh()
+        if refresh and attempts.failures:
+            print(f"  failing: {attempts.failures} failed refresh run(s); {attempts.error}")
+    for line in landing.describe_ignored():
+        print(f"skipped landing folder {line}")
     return 0
 
 
@@ -124,7 +146,7 @@ def repair(args: argparse.Namespace) -> int:
     with open_instance(args.data_root) as instance:
         runner = Runner(instance, resources(Settings.from_env(data_root=args.data_root)))
         try:
-            print(_refresh_line(runner.refresh(rebuild=(first, last, tables)).metadata))
+            print(_refresh_line(runner.repair(first, last, tables).metadata))
         except RunFailed as failure:
             print(f"sessions-assets: {failure}", file=sys.stderr)
             return 1
@@ -145,6 +167,20 @@ def maintain(args: argparse.Namespace) -> int:
             print(f"sessions-assets: {failure}", file=sys.stderr)
             return 1
     print("Compacted every table; vacuumed them unless a refresh was due (the run's log says which).")
+    return 0
+
+
+def fetch_jars(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sessions_assets.warehouse import jars
+
+    try:
+        found = jars.fetch(Path(args.to) if args.to else None)
+    except jars.JarsMissing as failure:
+        print(f"sessions-assets: {failure}", file=sys.stderr)
+        return 1
+    print(f"{len(found)} jars for {', '.join(jars.packages())} in {Path(found[0]).parent}")
     return 0
 
 
@@ -187,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     upkeep.add_argument("--data-root", **root)
     upkeep.add_argument("--retain-hours", type=int, help="keep files younger than this (default 168)")
     upkeep.set_defaults(func=maintain)
+    fetch = sub.add_parser("fetch-jars", help="put Delta's jars (and SPARK_PACKAGES') on disk for every Spark start")
+    fetch.add_argument("--to", help="the folder (default: SPARK_JARS_DIR, else share/sessions-assets/jars in the venv)")
+    fetch.set_defaults(func=fetch_jars)
     try:
         args = parser.parse_args(argv)
         return args.func(args)

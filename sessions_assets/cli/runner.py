@@ -16,7 +16,6 @@ import dagster as dg
 
 from sessions_assets import definitions
 from sessions_assets.defs import planning
-from sessions_assets.defs.partitions import RANGE_END, RANGE_START
 from sessions_assets.warehouse.storage import Storage
 
 REFRESHED = ("events", "sessions", "daily_snapshot")
@@ -60,18 +59,14 @@ class Runner:
         )  # fmt: skip
         self.storage = Storage(resources["pipeline"].data_root)
 
-    def _execute(self, job: str, tags: dict, run_config: dict | None = None, **kwargs) -> Step:
+    def _execute(self, job: str, partitions: dict, run_config: dict | None = None) -> Step:
         result = self.defs.resolve_job_def(job).execute_in_process(
-            instance=self.instance,
-            tags=tags,
-            run_config={**QUIET, **(run_config or {})},
-            raise_on_error=False,
-            **kwargs,
+            instance=self.instance, run_config={**QUIET, **(run_config or {})}, raise_on_error=False, **partitions
         )
         if not result.success:
-            failures = [e for e in result.all_events if e.is_step_failure or e.is_failure]
-            reason = failures[0].message if failures else "failed"
-            raise RunFailed(f"{job} failed ({result.run_id}): {reason}")
+            failures = [e for e in result.all_events if e.is_step_failure]
+            reason = failures[0].event_specific_data.error.message.strip() if failures else "failed"
+            raise RunFailed(f"{job} failed ({result.run_id}): {reason.splitlines()[0]}")
         metadata = {}
         for event in result.get_asset_materialization_events():
             materialization = event.step_materialization_data.materialization
@@ -80,27 +75,42 @@ class Runner:
             }
         return Step(result.run_id, metadata)
 
-    def ingest(self, day: date) -> Step:
-        return self._execute("ingest_job", {}, partition_key=day.isoformat())
+    def ingest(self, first: date, last: date | None = None) -> Step:
+        """Ingest received days ``first..last`` (one run, one commit per table)."""
+        return self._execute("ingest_job", _partitions(first, last))
 
-    def refresh(
-        self, due: planning.RefreshDue | None = None, rebuild: tuple[date, date, set[str]] | None = None
-    ) -> Step:
-        """The refresh a sensor would launch (``due``), or a repair of days ``first..last`` of some tables."""
-        if rebuild is not None:
-            first, last, tables = rebuild
-            tags = {RANGE_START: first.isoformat(), RANGE_END: last.isoformat()}
-            config = {"ops": {name: {"config": {"rebuild": True}} for name in tables}}
-            return self._execute(planning.REFRESH_JOB, tags, config)
-        return self._execute(planning.REFRESH_JOB, due.tags, partition_key=due.refresh.partition_key)
+    def ingest_and_refresh(self, first: date, last: date | None = None) -> Step:
+        """Ingest received days ``first..last`` and refresh what they touched, in one run (what the landing
+        sensor launches)."""
+        return self._execute("process_job", _partitions(first, last))
+
+    def refresh(self, due: planning.RefreshDue) -> Step:
+        """The refresh the late-data sensor would launch."""
+        return self._execute("refresh_job", {"tags": due.tags, "partition_key": due.partition_key})
+
+    def repair(self, first: date, last: date, tables: set[str]) -> Step:
+        """Recompute days ``first..last`` of some derived tables whole from their inputs."""
+        config = {"ops": {name: {"config": {"rebuild": True}} for name in tables}}
+        return self._execute("refresh_job", {"tags": planning.range_tags(first, last)}, config)
 
     def maintain(self, retain_hours: int | None = None) -> Step:
         """Compact every table, and vacuum it when no refresh is due (``defs/maintenance.py``)."""
         config = {} if retain_hours is None else {"retain_hours": retain_hours}
         return self._execute("table_maintenance", {}, {"ops": {"compact_and_vacuum": {"config": config}}})
 
-    def process(self) -> tuple[list[tuple[date, Step]], Step | None]:
-        """Ingest every received day that is new or changed, oldest first, then refresh what they touched."""
-        ingested = [(day, self.ingest(day)) for day, _ in planning.landing(self.instance, self.storage).due]
-        due = planning.refresh_due(self.instance)
-        return ingested, (self.refresh(due) if due is not None else None)
+    def process(self) -> tuple[list[Step], Step | None]:
+        """What the sensors would do now: one ``process_job`` run per range of due received days, or a
+        refresh alone when only that is due. Returns the runs, and the last one if it refreshed."""
+        due = planning.landing(self.storage).due
+        steps = [self.ingest_and_refresh(first, last) for first, last in planning.ranges(due)]
+        if not steps:
+            refresh = planning.refresh_due(self.storage)
+            steps = [self.refresh(refresh)] if refresh is not None else []
+        return steps, steps[-1] if steps else None
+
+
+def _partitions(first: date, last: date | None) -> dict:
+    """How ``execute_in_process`` is given one day, or a range (the tags a single-run backfill sets)."""
+    if last is None or last == first:
+        return {"partition_key": first.isoformat()}
+    return {"tags": planning.range_tags(first, last)}

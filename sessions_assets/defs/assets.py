@@ -1,6 +1,6 @@
 """The derived assets: each brings its table up to date with its input, or repairs the run's partitions.
 
-A run covers a range of days (``partitions.Refresh``, or a backfill from the UI); whatever it covers, each
+A run covers a partition or a range of days (``planning.RefreshDue``, a ``process_job`` run, a UI backfill); whatever it covers, each
 asset applies every change its input has that it has not absorbed yet (``warehouse/refresh/``), so a
 re-run changes nothing. With ``rebuild: true`` in the run config it also recomputes the run's partitions
 whole from their inputs, the way to repair days whatever happened to them.
@@ -11,7 +11,7 @@ from datetime import date
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
-from sessions_assets.defs.ingest import retry_on_conflict
+from sessions_assets.defs.failures import run_step
 from sessions_assets.defs.partitions import ANY_RECEIVED_DAY, SAME_DAY, SESSION_NEIGHBOURS, bounds, daily
 from sessions_assets.defs.resources import PipelineResource
 from sessions_assets.warehouse.refresh import Refreshed, refresh_events, refresh_sessions, refresh_snapshot
@@ -55,13 +55,6 @@ def _table(rows: list[dict]) -> dg.MetadataValue:
     return dg.MetadataValue.table([dg.TableRecord(row) for row in rows], schema=schema)
 
 
-def _run(context: dg.AssetExecutionContext, step) -> Refreshed:
-    try:
-        return step()
-    except Exception as error:  # noqa: BLE001 - conflicts retry, the rest fail the run
-        retry_on_conflict(context, error)
-
-
 @dg.asset(
     partitions_def=daily,
     deps=[
@@ -76,7 +69,7 @@ def events(
 ):
     """Accepted events by event day, one row per ``messageId``: the first-received copy, wherever it landed."""
     wh = pipeline.warehouse(spark)
-    done = _run(context, lambda: refresh_events(wh, _days(context) if config.rebuild else None))
+    done = run_step(context, lambda: refresh_events(wh, _days(context) if config.rebuild else None))
     yield from _results(context, done)
 
 
@@ -99,7 +92,9 @@ def sessions(
     """Sessions by start day (30-minute gap, 24-hour cap), numbered per user, with landing page, source and
     device: only the chains that changed are recomputed."""
     wh = pipeline.warehouse(spark)
-    done = _run(context, lambda: refresh_sessions(wh, pipeline.settings, _days(context) if config.rebuild else None))
+    done = run_step(
+        context, lambda: refresh_sessions(wh, pipeline.settings, _days(context) if config.rebuild else None)
+    )
     gaps = done.counts.pop("users_misnumbered", 0)
     check = dg.AssetCheckResult(
         check_name=NUMBERING_CHECK, passed=gaps == 0,
@@ -119,5 +114,5 @@ def daily_snapshot(
 ):
     """Users on hand per lifecycle state at the end of each day, up to the latest received day."""
     wh = pipeline.warehouse(spark)
-    done = _run(context, lambda: refresh_snapshot(wh, pipeline.settings, repair=config.rebuild))
+    done = run_step(context, lambda: refresh_snapshot(wh, pipeline.settings, repair=config.rebuild))
     yield from _results(context, done)

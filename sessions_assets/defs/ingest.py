@@ -1,23 +1,32 @@
-"""The landing assets, one partition per received day: parse its files, keep every line, map its event days."""
+"""The landing assets, partitioned by received day: parse the files, keep every line, map the event days.
+
+A run covers one received day or a range: the days are read in one Spark read and each table is written
+in one commit. A UI backfill of many days runs as few runs as ``MAX_DAYS_PER_RUN`` allows: the rows of a
+run's days are held (memory, then local disk) until its commits, so the cap bounds what a run holds.
+"""
 
 from datetime import date
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
+from sessions_assets.defs.failures import run_step
 from sessions_assets.defs.partitions import daily
-from sessions_assets.defs.planning import EVENT_DAYS, FINGERPRINT
 from sessions_assets.defs.resources import PipelineResource
-from sessions_assets.warehouse.delta import is_write_conflict
-from sessions_assets.warehouse.ingest import ingest_day
+from sessions_assets.warehouse.ingest import ingest_days
+
+MAX_DAYS_PER_RUN = 31
 
 
-def retry_on_conflict(context: dg.OpExecutionContext, error: Exception) -> None:
-    """Re-run the step when Delta refused its commit because another writer won; re-raise anything else."""
-    if is_write_conflict(error):
-        context.log.warning(f"another run committed first; retrying: {str(error)[:300]}")
-        raise dg.RetryRequested(max_retries=5, seconds_to_wait=2.0) from error
-    raise error
+def _per_day(done) -> dg.MetadataValue:
+    """A row per received day, as a table the UI renders."""
+    columns = ["received_day", "lines", "accepted", "rejected", "event_days", "fingerprint"]
+    schema = dg.TableSchema(columns=[dg.TableColumn(c, "string" if c in ("received_day", "fingerprint") else "int")
+                                     for c in columns])  # fmt: skip
+    rows = [dg.TableRecord({"received_day": day.isoformat(), "lines": d.lines, "accepted": d.accepted,
+                            "rejected": d.rejected, "event_days": len(d.event_days), "fingerprint": d.fingerprint})
+            for day, d in sorted(done.items())]  # fmt: skip
+    return dg.MetadataValue.table(rows, schema=schema)
 
 
 @dg.multi_asset(
@@ -28,35 +37,42 @@ def retry_on_conflict(context: dg.OpExecutionContext, error: Exception) -> None:
     ],
     partitions_def=daily,
     group_name="landing",
+    backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=MAX_DAYS_PER_RUN),
 )
 def ingest(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource):
-    """One received day's landing files, replaced whole in each table (the map last)."""
-    day = date.fromisoformat(context.partition_key)
+    """The run's received days, replaced whole in each table (the map, then the record of what was read, last)."""
     wh = pipeline.warehouse(spark)
-    fingerprint = wh.storage.fingerprint(day)
-    try:
-        done = ingest_day(wh, pipeline.settings, day)
-    except Exception as error:  # noqa: BLE001 - conflicts retry, the rest fail the run
-        retry_on_conflict(context, error)
-    event_days = [d.isoformat() for d in done.event_days]
-    files = [{"file": name.rsplit("/", 1)[-1], **counts} for name, counts in sorted(done.files.items())]
+    days = [date.fromisoformat(key) for key in context.partition_keys]
+    # Taken before the files are read: a file that changes during the read makes its day due again.
+    fingerprints = {day: wh.storage.fingerprint(day) for day in days}
+    done = run_step(context, lambda: ingest_days(wh, pipeline.settings, fingerprints))
+    reasons: dict[str, int] = {}
+    for d in done.values():
+        for reason, n in d.reasons.items():
+            reasons[reason] = reasons.get(reason, 0) + n
+    files = [{"received_day": day.isoformat(), "file": name.rsplit("/", 1)[-1], **counts}
+             for day, d in sorted(done.items()) for name, counts in sorted(d.files.items())]  # fmt: skip
+    event_days = sorted({e for d in done.values() for e in d.event_days})
+    per_day = {"received_days": len(done), "per_received_day": _per_day(done)}
     yield dg.MaterializeResult(
         asset_key="raw_events",
-        metadata={
-            "lines": done.lines,
-            "accepted": done.accepted,
-            "files": dg.MetadataValue.json(files),
-            FINGERPRINT: fingerprint,
-        },
-    )
+        metadata={"lines": sum(d.lines for d in done.values()), "accepted": sum(d.accepted for d in done.values()),
+                  "files": dg.MetadataValue.json(files), **per_day},
+    )  # fmt: skip
     yield dg.MaterializeResult(
         asset_key="rejected_events",
-        metadata={"rejected": sum(done.reasons.values()), "reasons": dg.MetadataValue.json(done.reasons)},
+        metadata={"rejected": sum(reasons.values()), "reasons": dg.MetadataValue.json(reasons), **per_day},
     )
+    events_per_day: dict[str, int] = {}
+    for d in done.values():
+        for day, n in d.events_per_day.items():
+            events_per_day[day.isoformat()] = events_per_day.get(day.isoformat(), 0) + n
     yield dg.MaterializeResult(
         asset_key="partition_map",
         metadata={
-            EVENT_DAYS: dg.MetadataValue.json(event_days),
-            "events_per_day": dg.MetadataValue.json({d.isoformat(): n for d, n in done.events_per_day.items()}),
+            "event_days": dg.MetadataValue.json([e.isoformat() for e in event_days]),
+            "event_days_touched": len(event_days),
+            "events_per_day": dg.MetadataValue.json(dict(sorted(events_per_day.items()))),
+            **per_day,
         },
     )

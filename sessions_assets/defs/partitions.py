@@ -7,7 +7,6 @@ same day everywhere. (How each table is laid out on disk is the warehouse's busi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import date
 
 import dagster as dg
@@ -21,8 +20,8 @@ daily = dg.DailyPartitionsDefinition(
     start_date=Settings.from_env().start_date, timezone="UTC", end_offset=FUTURE_DAYS, fmt="%Y-%m-%d"
 )
 
-# Sessions starting on day D are decided by events of D-1 (a chain that began the day before), D, and D+1
-# (a late event on D can drag the next day's first session back into D).
+# Lineage for the UI: sessions starting on day D are mostly decided by events of D-1..D+1. A chain under
+# the cap can reach further; which days a refresh rewrites is decided by the data, not by this mapping.
 SESSION_NEIGHBOURS = dg.TimeWindowPartitionMapping(start_offset=-1, end_offset=1)
 # Which received days feed an event day is recorded in ``partition_map``, not declared.
 ANY_RECEIVED_DAY = dg.AllPartitionMapping()
@@ -37,30 +36,3 @@ def bounds() -> tuple[date, date]:
     """The first and last partition days that exist now."""
     keys = daily.get_partition_keys()
     return date.fromisoformat(keys[0]), date.fromisoformat(keys[-1])
-
-
-@dataclass(frozen=True)
-class Refresh:
-    """What one run of ``events``, ``sessions`` and ``daily_snapshot`` does after some received days.
-
-    The run is for the latest received day (the snapshot's horizon): the partition every refresh changes.
-    Each asset also records a materialization of every other day whose rows it changed: the event days the
-    received days touched, their sessions' days and neighbours, the snapshot days the late sessions
-    corrected. So the UI shows exactly those partitions rematerialized, however far back they are, in one
-    run (a partition range would mark every day between, and a run per range would be dozens of runs).
-    """
-
-    received_days: tuple[date, ...]
-    event_days: tuple[date, ...]
-    horizon: date
-
-    @property
-    def partition_key(self) -> str:
-        return self.horizon.isoformat()
-
-    def describe(self) -> str:
-        received = ", ".join(d.isoformat() for d in self.received_days)
-        days = self.event_days
-        touched = f"{len(days)} event days ({days[0]}..{days[-1]})" if len(days) > 3 else \
-            ", ".join(d.isoformat() for d in days) or "no event day"  # fmt: skip
-        return f"received {received} touched {touched}; refresh up to {self.horizon}"

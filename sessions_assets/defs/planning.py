@@ -1,69 +1,140 @@
-"""What is due, read from the Dagster instance: one plan shared by the sensors, ``run`` and ``status``.
+"""What is due: one plan shared by the sensors, ``run`` and ``status``.
 
-- A received day is due for ingest when its landing folder's fingerprint differs from the one its latest
-  ingest recorded (``raw_events`` metadata).
-- A refresh of ``events``, ``sessions`` and ``daily_snapshot`` is due when ``partition_map`` was
-  materialized after the last refresh run that succeeded; the run covers the event days those ingests
-  touched (``partitions.Refresh``) and records the last of them in its tags.
+What the tables hold is read from the warehouse, never from the Dagster instance, so a new or wiped instance
+over an existing warehouse sees the truth:
 
-What each table has absorbed is not decided here: the warehouse keeps that with the tables
-(``warehouse/ledger.py``) and a refresh applies whatever its inputs hold. This plan only decides when to
-run and which partitions a run materializes. Requests carry run keys, so a day or a refresh already
-requested is not requested again while it runs.
+- a received day is due for ingest when its landing folder's fingerprint differs from the one its latest
+  ingest recorded in ``received_days``;
+- a refresh is due when a derived table has not absorbed every change of its input (``ledger.behind``).
+
+The instance says only what is happening to that work: which runs are in flight, and which failed. A day
+or a refresh whose latest runs failed waits before it is requested again, longer after each failure
+(``BACKOFF_SECONDS`` doubling, at most ``MAX_BACKOFF_SECONDS``), so a bad store does not loop hot.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import date
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import date, timedelta
 
 import dagster as dg
 
-from sessions_assets.defs.partitions import Refresh, bounds
+from sessions_assets.defs.jobs import INGESTING, REFRESHING
+from sessions_assets.defs.partitions import RANGE_END, RANGE_START, bounds
+from sessions_assets.warehouse import ledger
 from sessions_assets.warehouse.storage import LandingFolder, Storage
 
-RAW_EVENTS, PARTITION_MAP = dg.AssetKey("raw_events"), dg.AssetKey("partition_map")
-FINGERPRINT, EVENT_DAYS = "landing_fingerprint", "event_days"
-REFRESH_JOB = "refresh_job"
-MAPS_THROUGH = "sessions/partition_maps_through"  # run tag: the last partition_map event a refresh covers
-RECEIVED_DAYS = "sessions/received_days"
-PAGE = 1000
+INGEST_ASSET, REFRESH_ASSET = dg.AssetKey("raw_events"), dg.AssetKey("events")
+PARTITION = "dagster/partition"
+RECEIVED_DAYS = "sessions/received_days"  # a refresh run's tag: the received days it absorbs
+IN_FLIGHT = (dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+             dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING)  # fmt: skip
+FAILED = (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+BACKOFF_SECONDS, MAX_BACKOFF_SECONDS = 60, 3600
+RECENT_RUNS = 200
 
 
-def _records(instance: dg.DagsterInstance, records_filter: dg.AssetRecordsFilter) -> list[dg.EventLogRecord]:
-    records, cursor = [], None
-    while True:
-        page = instance.fetch_materializations(records_filter, limit=PAGE, cursor=cursor, ascending=True)
-        records += page.records
-        if not page.has_more:
-            return records
-        cursor = page.cursor
+@dataclass(frozen=True)
+class Attempts:
+    """What the latest runs did to one piece of work (a received day, or the refresh)."""
+
+    in_flight: bool = False
+    failures: int = 0  # failed runs since the last success
+    last_failure: float | None = None  # when the latest of them ended (epoch seconds)
+    error: str | None = None  # its first failure, in one line
+
+    def waiting(self, now: float) -> float:
+        """Seconds left before the work may be requested again (0: now)."""
+        if not self.failures or self.last_failure is None:
+            return 0.0
+        backoff = min(BACKOFF_SECONDS * 2 ** (self.failures - 1), MAX_BACKOFF_SECONDS)
+        return max(0.0, self.last_failure + backoff - now)
 
 
-def ingested_fingerprints(instance: dg.DagsterInstance) -> dict[date, str]:
-    """Received day -> the landing fingerprint its latest ingest read."""
-    latest = {}
-    for record in _records(instance, dg.AssetRecordsFilter(asset_key=RAW_EVENTS)):
-        value = record.asset_materialization.metadata.get(FINGERPRINT)
-        latest[date.fromisoformat(record.asset_materialization.partition)] = value.value if value else None
-    return latest
+def _run_days(run: dg.DagsterRun) -> list[date]:
+    """The partition days a run covers (one partition, or a range)."""
+    if PARTITION in run.tags:
+        return [date.fromisoformat(run.tags[PARTITION])]
+    if RANGE_START in run.tags and RANGE_END in run.tags:
+        first, last = date.fromisoformat(run.tags[RANGE_START]), date.fromisoformat(run.tags[RANGE_END])
+        return [first + timedelta(days=n) for n in range((last - first).days + 1)]
+    return []
+
+
+def _failure(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str:
+    """The first step failure's message (the assets raise one line), else the run's."""
+    records = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE, limit=1).records
+    for record in records:
+        error = record.event_log_entry.dagster_event.event_specific_data.error
+        if error is not None:
+            return error.message.strip().splitlines()[0]
+    return f"run {run.run_id} failed"
+
+
+@dataclass
+class History:
+    """The recent runs that ingest received days or refresh the derived tables, newest first."""
+
+    instance: dg.DagsterInstance
+    runs: list[tuple[dg.DagsterRun, float | None]] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, instance: dg.DagsterInstance) -> History:
+        records = instance.get_run_records(limit=RECENT_RUNS)
+        return cls(instance, [(r.dagster_run, r.end_time) for r in records])
+
+    def _attempts(self, covers) -> Attempts:
+        in_flight, failures, last, error = False, 0, None, None
+        for run, ended in self.runs:
+            if not covers(run):
+                continue
+            if run.status in IN_FLIGHT:
+                in_flight = True
+            elif run.status == dg.DagsterRunStatus.SUCCESS:
+                break
+            elif run.status in FAILED:
+                failures += 1
+                if last is None:
+                    last, error = ended, _failure(self.instance, run)
+        return Attempts(in_flight, failures, last, error)
+
+    def ingest(self, day: date) -> Attempts:
+        return self._attempts(lambda run: _ingests(run) and day in _run_days(run))
+
+    def refresh(self) -> Attempts:
+        return self._attempts(_refreshes)
+
+    def ingesting(self) -> bool:
+        return any(run.status in IN_FLIGHT and _ingests(run) for run, _ in self.runs)
+
+
+def _ingests(run: dg.DagsterRun) -> bool:
+    """A run of a job that ingests, or a UI backfill of the landing assets."""
+    return run.job_name in INGESTING or INGEST_ASSET in (run.asset_selection or ())
+
+
+def _refreshes(run: dg.DagsterRun) -> bool:
+    return run.job_name in REFRESHING or REFRESH_ASSET in (run.asset_selection or ())
 
 
 @dataclass(frozen=True)
 class Landing:
-    """The landing zone against what was ingested."""
+    """The landing zone against what the warehouse recorded of each received day."""
 
-    due: list[tuple[date, str]]  # (received day, fingerprint) to ingest, oldest first
+    due: dict[date, str]  # received day -> its folder's fingerprint now, oldest first
     ignored: list[LandingFolder]  # folders that are not a received day the partitions hold
 
     def describe_ignored(self) -> list[str]:
         return [f"{f.name}: {f.problem}, skipped" for f in self.ignored]
 
 
-def landing(instance: dg.DagsterInstance, storage: Storage) -> Landing:
+def landing(storage: Storage) -> Landing:
     lo, hi = bounds()
-    seen = ingested_fingerprints(instance)
-    due, ignored = [], []
+    seen = ledger.received(storage)
+    due, ignored = {}, []
     for folder in storage.landing_folders():
         if folder.day is None:
             ignored.append(folder)
@@ -72,46 +143,106 @@ def landing(instance: dg.DagsterInstance, storage: Storage) -> Landing:
                                          f"outside the partitions {lo}..{hi} (SESSIONS_START_DATE)"))  # fmt: skip
         else:
             fingerprint = storage.fingerprint(folder.day)
-            if seen.get(folder.day) != fingerprint:
-                due.append((folder.day, fingerprint))
+            if folder.day not in seen or seen[folder.day].fingerprint != fingerprint:
+                due[folder.day] = fingerprint
     return Landing(due, ignored)
+
+
+def ranges(days) -> list[tuple[date, date]]:
+    """Consecutive days as (first, last) ranges: what one run each ingests."""
+    spans: list[list[date]] = []
+    for day in sorted(days):
+        if spans and day == spans[-1][1] + timedelta(days=1):
+            spans[-1][1] = day
+        else:
+            spans.append([day, day])
+    return [(first, last) for first, last in spans]
+
+
+def range_tags(first: date, last: date) -> dict[str, str]:
+    """The tags that make a run cover ``first..last`` (what a single-run backfill sets)."""
+    return {RANGE_START: first.isoformat(), RANGE_END: last.isoformat()}
+
+
+@dataclass(frozen=True)
+class Ready:
+    """The received days a tick may request now, and those that wait (in flight, or backing off)."""
+
+    days: dict[date, str]  # received day -> fingerprint
+    attempts: dict[date, Attempts]  # every due day's recent runs
+
+    @property
+    def waiting(self) -> dict[date, Attempts]:
+        return {day: a for day, a in self.attempts.items() if day not in self.days}
+
+    def requests(self) -> list[tuple[date, date, str]]:
+        """(first, last, run key) of one run per range of consecutive ready days. The key names the days'
+        fingerprints and failures so far: a failed range is requested again, with a new key, after its backoff."""
+        found = []
+        for first, last in ranges(self.days):
+            days = {str(d): f for d, f in self.days.items() if first <= d <= last}
+            digest = hashlib.sha256(json.dumps(days, sort_keys=True).encode()).hexdigest()[:16]
+            failures = max(self.attempts[date.fromisoformat(d)].failures for d in days)
+            found.append((first, last, f"ingest:{first}..{last}:{digest}:{failures}"))
+        return found
+
+
+def ready(landing: Landing, history: History, now: float | None = None) -> Ready:
+    now = time.time() if now is None else now
+    days, attempts = {}, {}
+    for day, fingerprint in landing.due.items():
+        attempts[day] = history.ingest(day)
+        if not (attempts[day].in_flight or attempts[day].waiting(now)):
+            days[day] = fingerprint
+    return Ready(days, attempts)
 
 
 @dataclass(frozen=True)
 class RefreshDue:
-    refresh: Refresh
-    maps_through: int  # the storage id of the last partition_map materialization it covers
+    """What one run of ``events``, ``sessions`` and ``daily_snapshot`` does after some received days.
+
+    The run is for the latest received day (the snapshot's horizon): the partition every refresh changes.
+    Each asset also records a materialization of every other day whose rows it changed: the event days the
+    received days touched, their sessions' days, the snapshot days the late sessions corrected. So the UI
+    shows exactly those partitions rematerialized, however far back they are, in one run.
+    """
+
+    received_days: tuple[date, ...]
+    event_days: tuple[date, ...]
+    horizon: date
+    inputs: str  # the input versions the derived tables are behind: part of the run key
+
+    @property
+    def partition_key(self) -> str:
+        return self.horizon.isoformat()
 
     @property
     def tags(self) -> dict[str, str]:
-        received = ",".join(d.isoformat() for d in self.refresh.received_days)
-        return {MAPS_THROUGH: str(self.maps_through), RECEIVED_DAYS: received}
+        return {RECEIVED_DAYS: ",".join(d.isoformat() for d in self.received_days)}
 
-    @property
-    def run_key(self) -> str:
-        return f"refresh:{self.maps_through}"
+    def run_key(self, failures: int) -> str:
+        return f"refresh:{self.inputs}:{failures}"
 
-
-def last_refreshed(instance: dg.DagsterInstance) -> int:
-    """The last partition_map event that a successful refresh covered (-1: none)."""
-    runs = instance.get_runs(
-        filters=dg.RunsFilter(job_name=REFRESH_JOB, statuses=[dg.DagsterRunStatus.SUCCESS]), limit=100
-    )
-    return max((int(r.tags[MAPS_THROUGH]) for r in runs if MAPS_THROUGH in r.tags), default=-1)
+    def describe(self) -> str:
+        received = ", ".join(d.isoformat() for d in self.received_days) or "no new received day"
+        days = self.event_days
+        touched = f"{len(days)} event days ({days[0]}..{days[-1]})" if len(days) > 3 else \
+            ", ".join(d.isoformat() for d in days) or "no event day"  # fmt: skip
+        return f"received {received} touched {touched}; refresh up to {self.horizon}"
 
 
-def refresh_due(instance: dg.DagsterInstance) -> RefreshDue | None:
-    """The refresh the ingests since the last successful refresh call for, if any."""
-    records = _records(
-        instance, dg.AssetRecordsFilter(asset_key=PARTITION_MAP, after_storage_id=last_refreshed(instance))
-    )
-    if not records:
+def refresh_due(storage: Storage) -> RefreshDue | None:
+    """The refresh the warehouse calls for: the received days whose rows ``events`` has not absorbed, the
+    event days they touched, and the horizon; None when every derived table is current."""
+    late = ledger.behind(storage)
+    if not late:
         return None
-    touched: dict[date, set[date]] = {}
-    for record in records:
-        materialization = record.asset_materialization
-        days = materialization.metadata[EVENT_DAYS].value if EVENT_DAYS in materialization.metadata else []
-        touched.setdefault(date.fromisoformat(materialization.partition), set()).update(map(date.fromisoformat, days))
-    horizon = max(date.fromisoformat(p) for p in instance.get_materialized_partitions(PARTITION_MAP))
-    event_days = tuple(sorted({d for days in touched.values() for d in days}))
-    return RefreshDue(Refresh(tuple(sorted(touched)), event_days, horizon), records[-1].storage_id)
+    records = ledger.received(storage)
+    events = next((at for at in late if at.table.name == "events"), None)
+    fresh = [] if events is None else [
+        r for r in records.values() if events.absorbed is None or r.raw_version > events.absorbed
+    ]  # fmt: skip
+    horizon = max(records, default=None) or bounds()[1]
+    event_days = tuple(sorted({d for r in fresh for d in r.event_days}))
+    inputs = ",".join(f"{at.source.name}@{at.latest}" for at in late)
+    return RefreshDue(tuple(sorted(r.day for r in fresh)), event_days, horizon, inputs)

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import os
 import shlex
+import tempfile
 from dataclasses import asdict
 from typing import Any
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
-from delta import configure_spark_with_delta_pip
-from pyspark.sql import SparkSession
 
 from sessions_assets.settings import Settings
+from sessions_assets.warehouse import jars
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.storage import Storage
 
@@ -25,18 +25,12 @@ from sessions_assets.warehouse.storage import Storage
 DRIVER_JAVA_OPTIONS = "-XX:+UseParallelGC"
 
 
-def delta_packages() -> list[str]:
-    """The Maven coordinates of the Delta jars matching the installed ``delta-spark`` and ``pyspark``."""
-    builder = configure_spark_with_delta_pip(SparkSession.Builder())
-    return builder._options["spark.jars.packages"].split(",")  # delta-spark computes them; read back here
-
-
 def spark_config(**overrides: Any) -> dict[str, str]:
     """The pipeline's Spark configuration: defaults, then ``SPARK_*`` variables, then ``overrides``.
 
     ``SPARK_MASTER`` (``local[2]``), ``SPARK_DRIVER_MEMORY`` (``3g``), ``SPARK_SHUFFLE_PARTITIONS`` (``2``),
-    ``SPARK_PACKAGES`` (more Maven coordinates, e.g. ``org.apache.hadoop:hadoop-aws:3.4.1``), ``SPARK_JARS``
-    (local jars instead of resolving packages) and ``SPARK_CONF`` (``key=value`` pairs, space-separated).
+    ``SPARK_JARS_DIR`` (where ``fetch-jars`` left Delta's jars and those of ``SPARK_PACKAGES``: ``jars.py``),
+    ``SPARK_JARS`` (more local jars) and ``SPARK_CONF`` (``key=value`` pairs, space-separated).
     """
     env = os.environ.get
     shuffle = env("SPARK_SHUFFLE_PARTITIONS", "2")
@@ -66,14 +60,11 @@ def spark_config(**overrides: Any) -> dict[str, str]:
         "spark.ui.enabled": env("SPARK_UI", "false"),
         "spark.ui.showConsoleProgress": "false",
         "spark.log.level": env("SPARK_LOG_LEVEL", "ERROR"),
+        # Tables are addressed by path; the catalog's folder is kept out of the working directory.
+        "spark.sql.warehouse.dir": os.path.join(tempfile.gettempdir(), "sessions-assets-spark-warehouse"),
+        # Jars from disk, never resolved at a start (``warehouse/jars.py``).
+        "spark.jars": ",".join(jars.local_jars() + shlex.split(env("SPARK_JARS", "").replace(",", " "))),
     }
-    jars = env("SPARK_JARS")
-    if jars:
-        config["spark.jars"] = jars
-    else:
-        config["spark.jars.packages"] = ",".join(
-            delta_packages() + shlex.split(env("SPARK_PACKAGES", "").replace(",", " "))
-        )
     for pair in shlex.split(env("SPARK_CONF", "")):
         key, _, value = pair.partition("=")
         config[key] = value

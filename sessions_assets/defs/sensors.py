@@ -1,14 +1,16 @@
 """The sensors that keep a deployed instance current with no one clicking, from the one plan (``planning.py``).
 
-- ``landing_sensor``: a received-day folder is new or its files changed -> ingest that day.
-- ``late_data_sensor``: a received day was ingested (by the landing sensor, a UI backfill or
-  ``sessions-assets run``) -> one run of ``events``, ``sessions`` and ``daily_snapshot``. It is
-  launched for one partition, the latest received day, and records a materialization of every day whose
-  rows it changed (the event days the received days touched, the session days their late events reached):
-  a run over a wide partition range would cost the instance an event per partition, changed or not.
+- ``landing_sensor``: received-day folders new or changed since their last ingest -> one ``process_job``
+  run per range of consecutive days (usually one): it ingests them and refreshes what they touched, so a
+  day costs one Spark start. Days in flight wait; days whose runs failed are requested again after a
+  backoff (the daemon has already retried each failed run; ``dagster.yaml``).
+- ``late_data_sensor``: the derived tables are behind their inputs and nothing is ingesting (a UI backfill
+  of the landing assets, an ingest-only run, a refresh that failed) -> one ``refresh_job`` run, for one
+  partition, the latest received day; it records a materialization of every other day whose rows changed.
 """
 
 import json
+import time
 
 import dagster as dg
 
@@ -19,31 +21,50 @@ from sessions_assets.warehouse.storage import Storage
 INTERVAL_SECONDS = 10
 
 
+def _retrying(attempts: planning.Attempts, now: float) -> str:
+    return f"{attempts.failures} failed run(s), next try in {attempts.waiting(now):.0f} s: {attempts.error}"
+
+
 @dg.sensor(
-    job=jobs.ingest_job, minimum_interval_seconds=INTERVAL_SECONDS, default_status=dg.DefaultSensorStatus.RUNNING
+    job=jobs.process_job, minimum_interval_seconds=INTERVAL_SECONDS, default_status=dg.DefaultSensorStatus.RUNNING
 )
 def landing_sensor(context: dg.SensorEvaluationContext, pipeline: PipelineResource) -> dg.SensorResult:
-    """Ingest each received day whose files differ from what its last ingest read. The cursor remembers the
-    folders already reported as not being received days, so each is reported once."""
-    landing = planning.landing(context.instance, Storage(pipeline.data_root))
+    """Ingest (and refresh) the received days whose files differ from what their last ingest read. The cursor
+    remembers what was already reported (folders that are not received days, failures), so each is logged once."""
+    now = time.time()
+    landing = planning.landing(Storage(pipeline.data_root))
+    ready = planning.ready(landing, planning.History.read(context.instance), now)
+    messages = {f.name: f"landing folder {m}" for f, m in zip(landing.ignored, landing.describe_ignored(), strict=True)}
+    for day, attempts in ready.waiting.items():
+        if attempts.failures:
+            messages[f"{day}:{attempts.failures}"] = f"received day {day}: {_retrying(attempts, now)}"
     reported = set(json.loads(context.cursor or "[]"))
-    for folder, message in zip(landing.ignored, landing.describe_ignored(), strict=True):
-        if folder.name not in reported:
-            context.log.warning(f"landing folder {message}")
-    requests = [dg.RunRequest(partition_key=day.isoformat(), run_key=f"{day}:{fingerprint}")
-                for day, fingerprint in landing.due]  # fmt: skip
-    return dg.SensorResult(
-        run_requests=requests, cursor=json.dumps(sorted(reported | {f.name for f in landing.ignored}))
-    )
+    for key, message in messages.items():
+        if key not in reported:
+            context.log.warning(message)
+    requests = [
+        dg.RunRequest(run_key=key, partition_key=first.isoformat()) if first == last
+        else dg.RunRequest(run_key=key, tags=planning.range_tags(first, last))
+        for first, last, key in ready.requests()
+    ]  # fmt: skip
+    return dg.SensorResult(run_requests=requests, cursor=json.dumps(sorted(messages)))
 
 
 @dg.sensor(
     job=jobs.refresh_job, minimum_interval_seconds=INTERVAL_SECONDS, default_status=dg.DefaultSensorStatus.RUNNING
 )
-def late_data_sensor(context: dg.SensorEvaluationContext) -> dg.RunRequest | dg.SkipReason:
-    """The received days ingested since the last refresh -> one refresh of what they touched."""
-    due = planning.refresh_due(context.instance)
+def late_data_sensor(context: dg.SensorEvaluationContext, pipeline: PipelineResource) -> dg.RunRequest | dg.SkipReason:
+    """The derived tables are behind what was ingested -> one refresh of what the received days touched."""
+    history = planning.History.read(context.instance)
+    if history.ingesting():
+        return dg.SkipReason("a received day is being ingested: its run refreshes, or a later tick does")
+    due = planning.refresh_due(Storage(pipeline.data_root))
     if due is None:
-        return dg.SkipReason("no received day was ingested since the last refresh")
-    context.log.info(due.refresh.describe())
-    return dg.RunRequest(run_key=due.run_key, partition_key=due.refresh.partition_key, tags=due.tags)
+        return dg.SkipReason("every derived table has absorbed what was ingested")
+    attempts, now = history.refresh(), time.time()
+    if attempts.in_flight:
+        return dg.SkipReason("a refresh is in flight")
+    if attempts.waiting(now):
+        return dg.SkipReason(f"refresh: {_retrying(attempts, now)}")
+    context.log.info(due.describe())
+    return dg.RunRequest(run_key=due.run_key(attempts.failures), partition_key=due.partition_key, tags=due.tags)

@@ -10,6 +10,7 @@ runs that computed the same change cannot both commit it.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -42,6 +43,54 @@ def is_write_conflict(error: BaseException | None) -> bool:
             return True
         error = error.__cause__ or error.__context__
     return False
+
+
+def on_days(column: str, days) -> str:
+    """A SQL condition on a date column (a ``replaceWhere``, a ``MERGE``'s target side); FALSE without days."""
+    listed = ", ".join(f"DATE'{d.isoformat()}'" for d in sorted(days))
+    return f"{column} IN ({listed})" if listed else "FALSE"
+
+
+def one_line(error: BaseException) -> str:
+    """What went wrong, in one line: the innermost Java cause of a Spark error, else the error's first line."""
+    text = str(error)
+    causes = re.findall(r"Caused by: ([\w.$]+(?:Exception|Error)[^\n]*)", text)
+    line = causes[-1] if causes else next((s for s in text.splitlines() if s.strip()), "")
+    return f"{type(error).__name__}: {line.strip()}"[:500] if not causes else line.strip()[:500]
+
+
+class DeltaLog:
+    """A table's commits, read from its ``_delta_log`` (Delta's protocol: one JSON file per version, whose
+    ``commitInfo`` holds the note and the operation's metrics) through the storage layer: a listing and a few
+    small reads, no Spark, so the sensors and ``status`` read where each table stands without starting it."""
+
+    def __init__(self, storage: Storage, table: Table):
+        self.storage = storage
+        self.path = f"{storage.path_of(storage.table_uri(table.name))}/_delta_log"
+
+    def versions(self) -> list[int]:
+        """The versions whose commit files the log holds, oldest first (none: no table yet)."""
+        if not self.storage.fs.isdir(self.path):
+            return []
+        names = (name.rsplit("/", 1)[-1] for name in self.storage.fs.ls(self.path, detail=False))
+        return sorted(int(name[:-5]) for name in names if name.endswith(".json") and name[:-5].isdigit())
+
+    def version(self) -> int | None:
+        versions = self.versions()
+        return versions[-1] if versions else None
+
+    def commit_info(self, version: int) -> dict:
+        """The ``commitInfo`` of one version: ``operation``, ``operationMetrics``, ``userMetadata``, ..."""
+        text = self.storage.fs.cat_file(f"{self.path}/{version:020d}.json").decode()
+        return next((json.loads(line)["commitInfo"] for line in text.splitlines() if '"commitInfo"' in line), {})
+
+    def notes(self, limit: int) -> Iterator[tuple[int, dict]]:
+        """The notes of the latest ``limit`` commits, newest first (commits without one left out)."""
+        for version in reversed(self.versions()[-limit:]):
+            try:
+                yield version, json.loads(self.commit_info(version).get("userMetadata") or "")
+            except ValueError:
+                continue
 
 
 @dataclass(frozen=True)
@@ -106,34 +155,12 @@ class Warehouse:
             df = self.spark.read.format("delta").option("versionAsOf", version).load(self.uri(table))
         return df.select(*table.columns)
 
-    # The table's commits are read from its ``_delta_log`` (Delta's protocol: one JSON file per version,
-    # whose ``commitInfo`` holds the note and the operation's metrics) through the storage layer: a list and
-    # a few small reads, where Delta's history API runs Spark jobs.
-
-    def _log(self, table: Table) -> str:
+    def log(self, table: Table) -> DeltaLog:
         self.delta(table)
-        return f"{self.storage.path_of(self.uri(table))}/_delta_log"
-
-    def versions(self, table: Table) -> list[int]:
-        """The versions whose commit files the log holds, oldest first."""
-        names = (name.rsplit("/", 1)[-1] for name in self.storage.fs.ls(self._log(table), detail=False))
-        return sorted(int(name[:-5]) for name in names if name.endswith(".json") and name[:-5].isdigit())
+        return DeltaLog(self.storage, table)
 
     def version(self, table: Table) -> int:
-        return self.versions(table)[-1]
-
-    def commit_info(self, table: Table, version: int) -> dict:
-        """The ``commitInfo`` of one version: ``operation``, ``operationMetrics``, ``userMetadata``, ..."""
-        text = self.storage.fs.cat_file(f"{self._log(table)}/{version:020d}.json").decode()
-        return next((json.loads(line)["commitInfo"] for line in text.splitlines() if '"commitInfo"' in line), {})
-
-    def notes(self, table: Table, limit: int) -> Iterator[tuple[int, dict]]:
-        """The notes of the latest ``limit`` commits, newest first (commits without one left out)."""
-        for version in reversed(self.versions(table)[-limit:]):
-            try:
-                yield version, json.loads(self.commit_info(table, version).get("userMetadata") or "")
-            except ValueError:
-                continue
+        return self.log(table).version()
 
     def change_feed(self, table: Table, first: int, last: int) -> DataFrame:
         """Rows changed by versions ``first..last``, with ``_change_type`` (Delta's change data feed)."""
@@ -149,7 +176,8 @@ class Warehouse:
         """Rewrite small files into large ones and fold deletion vectors in: a commit that changes no rows,
         so readers, change feeds and the absorbed notes are unaffected."""
         self.delta(table).optimize().executeCompaction()
-        return self.commit_info(table, self.version(table)).get("operationMetrics", {})
+        log = self.log(table)
+        return log.commit_info(log.version()).get("operationMetrics", {})
 
     def vacuum(self, table: Table, retain_hours: int) -> None:
         """Delete the files no version younger than ``retain_hours`` reads (change-feed files included)."""

@@ -1,4 +1,4 @@
-"""A received day's landing files -> ``raw_events``, ``rejected_events`` and ``partition_map``.
+"""Received days' landing files -> ``raw_events``, ``rejected_events``, ``partition_map`` and ``received_days``.
 
 Every line of every file is accounted for: accepted, rejected with its reason, or, when its file cannot
 be read, counted in a rejects row that names the file and the error (a truncated gzip keeps the lines
@@ -12,7 +12,7 @@ import re
 import urllib.parse
 import uuid
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -20,9 +20,9 @@ from pyspark.sql import functions as F
 from sessions_assets.engine import accept, devices
 from sessions_assets.engine.dedup import message_hash
 from sessions_assets.settings import Settings
-from sessions_assets.warehouse.delta import Warehouse
+from sessions_assets.warehouse.delta import Warehouse, on_days, one_line
 from sessions_assets.warehouse.storage import LandingFile
-from sessions_assets.warehouse.tables import PARTITION_MAP, RAW_EVENTS, REJECTED_EVENTS, USER_AGENTS
+from sessions_assets.warehouse.tables import PARTITION_MAP, RAW_EVENTS, RECEIVED_DAYS, REJECTED_EVENTS, USER_AGENTS
 
 _GLOB = re.compile(r"([\[\]{}*?\\])")
 # Hadoop cannot address a file whose name holds ':'; such files are read from a copy with a plain name.
@@ -34,6 +34,7 @@ STAGING = "_staging"
 class IngestedDay:
     """What loading one received day did (materialization metadata and the CLI's summary)."""
 
+    fingerprint: str = ""
     lines: int = 0
     accepted: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
@@ -43,49 +44,69 @@ class IngestedDay:
     event_days: list[date] = field(default_factory=list)
     files: dict[str, dict] = field(default_factory=dict)  # file name -> lines, accepted, rejected or why skipped
 
+    @property
+    def rejected(self) -> int:
+        return sum(self.reasons.values())
 
-def ingest_day(wh: Warehouse, settings: Settings, day: date) -> IngestedDay:
-    """Parse one received day's files and replace that day in the three landing tables, the map last."""
-    files = wh.storage.landing_files(day)
-    lines, broken, staged = _read_lines(wh, [f for f in files if f.skip_reason is None])
+
+def ingest_days(wh: Warehouse, settings: Settings, fingerprints: dict[date, str]) -> dict[date, IngestedDay]:
+    """Parse the files of the received days (fingerprint taken before the read) in one read, and replace those
+    days in each landing table in one commit: the map after the rows, the record of what was ingested last."""
+    days = sorted(fingerprints)
+    files = {day: wh.storage.landing_files(day) for day in days}
+    day_of = {f.uri: day for day in days for f in files[day]}
+    lines, broken, staged = _read_lines(wh, [f for day in days for f in files[day] if f.skip_reason is None])
     try:
-        classified = accept.classify(accept.parse(lines), settings)
+        received = wh.spark.createDataFrame(list(day_of.items()), "source_file string, received_date date")
         classified = (
-            _with_device_classes(wh, classified)
-            .withColumns(
-                {"received_date": F.lit(day), "message_hash": message_hash(F.col("message_id")), "detail": F.lit(None)}
-            )
+            _with_device_classes(wh, accept.classify(accept.parse(lines), settings))
+            .join(F.broadcast(received), "source_file")
+            .withColumns({"message_hash": message_hash(F.col("message_id")), "detail": F.lit(None)})
             .localCheckpoint()
         )
-        done = IngestedDay(
-            files={f.uri: {"lines": 0, "accepted": 0, "rejected": 0} for f in files if not f.skip_reason}
-        )
-        # Every count the run reports, in one query: per file, reason and event day.
-        for row in classified.groupBy("source_file", "reason", "event_date").count().collect():
-            counts = done.files[row.source_file]
+        done = {
+            day: IngestedDay(fingerprints[day], files={f.uri: {"lines": 0, "accepted": 0, "rejected": 0}
+                                                       for f in files[day] if not f.skip_reason})
+            for day in days
+        }  # fmt: skip
+        # Every count the run reports, in one query: per received day, file, reason and event day.
+        for row in classified.groupBy("received_date", "source_file", "reason", "event_date").count().collect():
+            ingested = done[row.received_date]
+            counts = ingested.files[row.source_file]
             counts["lines"] += row["count"]
             counts["accepted" if row.reason is None else "rejected"] += row["count"]
             if row.reason is None:
-                done.events_per_day[row.event_date] = done.events_per_day.get(row.event_date, 0) + row["count"]
+                ingested.events_per_day[row.event_date] = ingested.events_per_day.get(row.event_date, 0) + row["count"]
             else:
-                done.reasons[row.reason] = done.reasons.get(row.reason, 0) + row["count"]
-        skipped = [(f, f.skip_reason, f.detail) for f in files if f.skip_reason] + broken
+                ingested.reasons[row.reason] = ingested.reasons.get(row.reason, 0) + row["count"]
+        skipped = [(f, f.skip_reason, f.detail) for day in days for f in files[day] if f.skip_reason] + broken
         for f, reason, detail in skipped:
-            done.files[f.uri] = {**done.files.get(f.uri, {}), "skipped": reason, "detail": detail}
-            done.reasons[reason] = done.reasons.get(reason, 0) + 1
+            ingested = done[day_of[f.uri]]
+            ingested.files[f.uri] = {**ingested.files.get(f.uri, {}), "skipped": reason, "detail": detail}
+            ingested.reasons[reason] = ingested.reasons.get(reason, 0) + 1
         file_rows = wh.spark.createDataFrame(
-            [(None, reason, detail, f.uri, day) for f, reason, detail in skipped], REJECTED_EVENTS.schema
+            [(None, reason, detail, f.uri, day_of[f.uri]) for f, reason, detail in skipped], REJECTED_EVENTS.schema
         )
         rejected = classified.where(F.col("reason").isNotNull()).select(*REJECTED_EVENTS.columns).unionByName(file_rows)
-        mapping = wh.spark.createDataFrame([(day, d, n) for d, n in done.events_per_day.items()], PARTITION_MAP.schema)
-        before = wh.read(PARTITION_MAP).where(F.col("received_date") == F.lit(day)).select("event_date").collect()
-        where = f"received_date = DATE'{day.isoformat()}'"
+        mapping = wh.spark.createDataFrame(
+            [(day, d, n) for day in days for d, n in done[day].events_per_day.items()], PARTITION_MAP.schema
+        )
+        where = on_days("received_date", days)
+        before = wh.read(PARTITION_MAP).where(where).select("received_date", "event_date").collect()
         for table, rows in ((RAW_EVENTS, classified.where(F.col("reason").isNull())), (REJECTED_EVENTS, rejected),
                             (PARTITION_MAP, mapping)):  # fmt: skip
             wh.replace_where(table, rows, where)
-        done.event_days = sorted({r.event_date for r in before} | set(done.events_per_day))
-        done.accepted = sum(done.events_per_day.values())
-        done.lines = sum(f.get("lines", 0) for f in done.files.values())
+        raw_version = wh.version(RAW_EVENTS)
+        for day, ingested in done.items():
+            mapped = {r.event_date for r in before if r.received_date == day}
+            ingested.event_days = sorted(mapped | set(ingested.events_per_day))
+            ingested.accepted = sum(ingested.events_per_day.values())
+            ingested.lines = sum(f.get("lines", 0) for f in ingested.files.values())
+        record = wh.spark.createDataFrame(
+            [(day, d.fingerprint, d.lines, d.accepted, d.rejected, d.event_days, raw_version, datetime.now(UTC))
+             for day, d in done.items()], RECEIVED_DAYS.schema,
+        )  # fmt: skip
+        wh.replace_where(RECEIVED_DAYS, record, where)
         return done
     finally:
         for uri in staged:
@@ -120,7 +141,7 @@ def _read_lines(wh: Warehouse, files: list[LandingFile]) -> tuple[DataFrame, lis
                 read([paths[f.uri]]).count()
                 good.append(paths[f.uri])
             except Exception as error:  # noqa: BLE001
-                broken.append((f, "unreadable_file", root_cause(error)))
+                broken.append((f, "unreadable_file", one_line(error)))
         parts = [read(good)] + [read([paths[f.uri]], salvage=True) for f, _, _ in broken]
         lines = parts[0]
         for part in parts[1:]:
@@ -145,14 +166,6 @@ def _plain(uri: str) -> str:
     """A URI as scheme and decoded path, however many slashes follow the scheme."""
     scheme, _, rest = urllib.parse.unquote(uri).partition(":")
     return f"{scheme}:/{rest.lstrip('/')}"
-
-
-def root_cause(error: BaseException) -> str:
-    """The innermost Java or Python cause of a read error, in one line."""
-    text = str(error)
-    causes = re.findall(r"Caused by: ([\w.$]+(?:Exception|Error)[^\n]*)", text)
-    line = causes[-1] if causes else next((s for s in text.splitlines() if s.strip()), type(error).__name__)
-    return line.strip()[:500]
 
 
 def _with_device_classes(wh: Warehouse, events: DataFrame) -> DataFrame:

@@ -12,11 +12,16 @@ one that commits has moved the note with its rows. With no note (a new table) or
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 
 from pyspark.sql import DataFrame
 
-from sessions_assets.warehouse.delta import Commit, Warehouse
-from sessions_assets.warehouse.tables import Table
+from sessions_assets.warehouse.delta import Commit, DeltaLog, Warehouse
+from sessions_assets.warehouse.storage import Storage
+from sessions_assets.warehouse.tables import EVENTS, LIFECYCLE, RAW_EVENTS, RECEIVED_DAYS, SESSIONS, Table
+
+# Each derived table and the input it absorbs, in refresh order.
+FOLLOWS = ((EVENTS, RAW_EVENTS), (SESSIONS, EVENTS), (LIFECYCLE, SESSIONS))
 
 ABSORBED = "absorbed"
 # How many of a table's latest commits are searched for its note; past them it is rebuilt whole.
@@ -50,8 +55,12 @@ class Position:
 
 
 def position(wh: Warehouse, table: Table, source: Table) -> Position:
-    latest = wh.version(source)
-    for _, note in wh.notes(table, NOTE_HISTORY):
+    wh.log(table)
+    return _position(wh.storage, table, source, wh.version(source))
+
+
+def _position(storage: Storage, table: Table, source: Table, latest: int) -> Position:
+    for _, note in DeltaLog(storage, table).notes(NOTE_HISTORY):
         absorbed = note.get(ABSORBED, {}).get(source.name)
         if absorbed is not None:
             # A version past the input's latest means the input was recreated: start over.
@@ -59,9 +68,62 @@ def position(wh: Warehouse, table: Table, source: Table) -> Position:
     return Position(table, source, None, latest)
 
 
+def behind(storage: Storage) -> list[Position]:
+    """The derived tables that have not absorbed every change of their input (read from the logs, no Spark).
+    Commits that change no row (``OPTIMIZE``) leave a table current."""
+    late = []
+    for table, source in FOLLOWS:
+        log = DeltaLog(storage, source)
+        latest = log.version()
+        if latest is None:
+            continue
+        at = _position(storage, table, source, latest)
+        if at.absorbed is None or any(
+            log.commit_info(v).get("operation") != "OPTIMIZE" for v in range(at.absorbed + 1, latest + 1)
+        ):
+            late.append(at)
+    return late
+
+
+@dataclass(frozen=True)
+class Received:
+    """A received day as its latest ingest left it (a row of ``received_days``)."""
+
+    day: date
+    fingerprint: str
+    lines: int
+    accepted: int
+    rejected: int
+    event_days: tuple[date, ...]
+    raw_version: int
+
+
+def received(storage: Storage) -> dict[date, Received]:
+    """Every received day ingested, as recorded beside the rows (read with delta-rs: no Spark)."""
+    from deltalake import DeltaTable
+
+    uri = storage.table_uri(RECEIVED_DAYS.name)
+    if DeltaLog(storage, RECEIVED_DAYS).version() is None:
+        return {}
+    location = storage.path_of(uri) if uri.startswith("file:") else uri
+    rows = DeltaTable(location).to_pyarrow_table().to_pylist()
+    return {
+        r["received_date"]: Received(
+            r["received_date"],
+            r["fingerprint"],
+            r["lines"],
+            r["accepted"],
+            r["rejected"],
+            tuple(r["event_days"] or ()),
+            r["raw_version"],
+        )  # fmt: skip
+        for r in rows
+    }
+
+
 def changes(wh: Warehouse, at: Position) -> DataFrame | None:
     """The input's rows changed since ``at.absorbed``, or None when its log no longer holds those versions
     (cleaned up after ``delta.logRetentionDuration``): then the table is rebuilt whole."""
-    if at.absorbed + 1 not in wh.versions(at.source):
+    if at.absorbed + 1 not in wh.log(at.source).versions():
         return None
     return wh.change_feed(at.source, at.absorbed + 1, at.latest)

@@ -18,6 +18,7 @@ from pyspark.sql import types as T
 _TYPES = {
     "string": T.StringType(), "timestamp": T.TimestampType(), "date": T.DateType(), "long": T.LongType(),
     "boolean": T.BooleanType(), "double": T.DoubleType(), "int": T.IntegerType(),
+    "array<date>": T.ArrayType(T.DateType()),
 }  # fmt: skip
 
 CHANGE_FEED = ("delta.enableChangeDataFeed", "true")
@@ -79,6 +80,18 @@ PARTITION_MAP = Table(
     _schema("received_date date, event_date date, events long"),
     sort_by=("received_date", "event_date"),
 )
+# What each received day's latest ingest read and wrote, written after its rows: the landing folder's
+# fingerprint (so a new Dagster instance over this warehouse re-ingests nothing unchanged), its counts, the
+# event days it touched (with those an earlier ingest of the day mapped), and the ``raw_events`` version
+# its commit made (the received days a refresh has not absorbed are those past ``events``' note).
+RECEIVED_DAYS = Table(
+    "received_days",
+    _schema(
+        "received_date date, fingerprint string, lines long, accepted long, rejected long, event_days array<date>, "
+        "raw_version long, ingested_at timestamp"
+    ),
+    sort_by=("received_date",),
+)
 EVENTS = Table(
     "events",
     _schema(
@@ -118,4 +131,14 @@ DAILY_SNAPSHOT = Table(
 # Each user agent seen, classified once (``engine/devices.py`` is slow per agent).
 USER_AGENTS = Table("user_agents", _schema("user_agent string, device_class string"), sort_by=("user_agent",))
 
-ALL = (RAW_EVENTS, REJECTED_EVENTS, PARTITION_MAP, EVENTS, SESSIONS, LIFECYCLE, DAILY_SNAPSHOT, USER_AGENTS)
+ALL = (
+    RAW_EVENTS,
+    REJECTED_EVENTS,
+    PARTITION_MAP,
+    RECEIVED_DAYS,
+    EVENTS,
+    SESSIONS,
+    LIFECYCLE,
+    DAILY_SNAPSHOT,
+    USER_AGENTS,
+)

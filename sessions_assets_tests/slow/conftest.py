@@ -242,6 +242,7 @@ class S3Server:
     key: str
     secret: str
     bucket: str
+    jars: Path  # Delta's jars and the s3a connector's, fetched once for the module
 
     def env(self) -> dict[str, str]:
         """What a process needs to reach the store, through s3fs and through Spark's s3a connector."""
@@ -253,6 +254,7 @@ class S3Server:
             "FSSPEC_S3_ENDPOINT_URL": self.endpoint,
             **CHECKSUMS_WHEN_REQUIRED,
             "SPARK_PACKAGES": f"org.apache.hadoop:hadoop-aws:{hadoop_version()}",
+            "SPARK_JARS_DIR": str(self.jars),
             "SPARK_CONF": " ".join(f"{k}={v}" for k, v in self.spark_conf().items()),
         }
 
@@ -281,7 +283,14 @@ def s3_server(tmp_path_factory) -> Iterator[S3Server]:
     base = tmp_path_factory.mktemp("s3")
     (base / "objects").mkdir()
     port = free_port()
-    server = S3Server(f"http://127.0.0.1:{port}", "sessions-assets", "sessions-assets-secret", "sessions")
+    server = S3Server(
+        f"http://127.0.0.1:{port}", "sessions-assets", "sessions-assets-secret", "sessions", base / "jars"
+    )
+    fetched = subprocess.run(
+        [sys.executable, "-m", "sessions_assets.cli.main", "fetch-jars"], env={**os.environ, **server.env()},
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert fetched.returncode == 0, fetched.stderr[-3000:]
     properties = {
         "s3proxy.endpoint": server.endpoint,
         "s3proxy.authorization": "aws-v2-or-v4",

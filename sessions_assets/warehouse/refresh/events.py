@@ -9,8 +9,8 @@ from pyspark.sql import functions as F
 
 from sessions_assets.engine import dedup
 from sessions_assets.warehouse import ledger
-from sessions_assets.warehouse.delta import Commit, Warehouse
-from sessions_assets.warehouse.refresh.outcome import Refreshed, days_in, on_days, rebuilding, rebuilt, repair_commit
+from sessions_assets.warehouse.delta import Commit, Warehouse, on_days
+from sessions_assets.warehouse.refresh.outcome import Refreshed, days_in, rebuilding, rebuilt, repair_commit
 from sessions_assets.warehouse.tables import EVENTS, RAW_EVENTS
 
 
@@ -41,7 +41,8 @@ def refresh_events(wh: Warehouse, repair: tuple[date, date] | None = None) -> Re
 
 def _removed_rows(wh: Warehouse, at: ledger.Position) -> bool:
     """Whether ``raw_events`` lost rows since ``at.absorbed`` (its commits' metrics; no data is read)."""
-    commits = (wh.commit_info(RAW_EVENTS, v) for v in range(at.absorbed + 1, at.latest + 1))
+    log = wh.log(RAW_EVENTS)
+    commits = (log.commit_info(v) for v in range(at.absorbed + 1, at.latest + 1))
     return any(
         int(c.get("operationMetrics", {}).get("numRemovedFiles", "0"))
         for c in commits

@@ -30,12 +30,6 @@ def days_in(df: DataFrame, column: str) -> list[date]:
     return sorted(r[0] for r in df.select(column).distinct().collect() if r[0] is not None)
 
 
-def on_days(column: str, days) -> str:
-    """A SQL condition on a date column, for a ``MERGE``'s target side; FALSE when there are no days."""
-    listed = ", ".join(f"DATE'{d.isoformat()}'" for d in sorted(days))
-    return f"{column} IN ({listed})" if listed else "FALSE"
-
-
 def repair_commit(days: tuple[date, date]) -> Commit:
     """A repair's write notes what it recomputed, not an input version: it absorbs nothing new."""
     return Commit({"repaired": [d.isoformat() for d in days]})

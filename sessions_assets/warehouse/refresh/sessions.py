@@ -12,13 +12,12 @@ from sessions_assets.engine import chains
 from sessions_assets.engine.sessionize import EVENT_COLUMNS, sessionize
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import ledger
-from sessions_assets.warehouse.delta import Commit, Warehouse
+from sessions_assets.warehouse.delta import Commit, Warehouse, on_days
 from sessions_assets.warehouse.refresh.outcome import (
     ADDED,
     REMOVED,
     Refreshed,
     days_in,
-    on_days,
     rebuilding,
     rebuilt,
     repair_commit,

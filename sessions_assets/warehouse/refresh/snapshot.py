@@ -27,9 +27,10 @@ def refresh_snapshot(wh: Warehouse, settings: Settings, repair: bool = False) ->
     at = ledger.position(wh, LIFECYCLE, SESSIONS)
     rebuild, feed = rebuilding(wh, at)
     done = Refreshed("incremental" if feed is not None else "up to date", at.latest)
+    totals, commit = wh.read(LIFECYCLE), None
     if rebuild or repair:
         days = wh.read(SESSIONS, at.latest).select("user_key", F.col("session_date").alias("day"))
-        wh.overwrite(LIFECYCLE, lifecycle.transitions(days, settings), at.replacing)
+        totals, commit = lifecycle.transitions(days, settings).localCheckpoint(), at.replacing
         done.how = "repaired" if repair else "rebuilt whole"
     elif feed is not None:
         sign = F.when(F.col("_change_type").isin(*ADDED), 1).otherwise(-1)
@@ -44,18 +45,20 @@ def refresh_snapshot(wh: Warehouse, settings: Settings, repair: bool = False) ->
         # The users' transitions with their sessions now, minus those with their sessions before: one pass.
         timelines = now.withColumn("weight", F.lit(1)).unionByName(
             before.where("sessions > 0").withColumn("weight", F.lit(-1)))  # fmt: skip
-        totals = lifecycle.combined(wh.read(LIFECYCLE), lifecycle.transitions(timelines, settings))
-        wh.overwrite(LIFECYCLE, totals.localCheckpoint(), at.commit)
+        totals = lifecycle.combined(totals, lifecycle.transitions(timelines, settings)).localCheckpoint()
+        commit = at.commit
+    # The snapshot is written before the totals it is summed from: the totals' commit, with its note, is what
+    # says this step is done, so a run that dies between the two is redone whole by the next.
     last = horizon(wh)
     old = {(r.snapshot_date, r.state): r for r in wh.read(DAILY_SNAPSHOT).collect()}
-    new = (
-        {(r.snapshot_date, r.state): r for r in lifecycle.snapshot(wh.read(LIFECYCLE), last).collect()} if last else {}
-    )
+    new = {(r.snapshot_date, r.state): r for r in lifecycle.snapshot(totals, last).collect()} if last else {}
     for key in set(old) | set(new):
         if old.get(key) != new.get(key):
             done.days[key[0]] += 1
     if done.days:
         rows = wh.spark.createDataFrame(list(new.values()), DAILY_SNAPSHOT.schema)
         wh.overwrite(DAILY_SNAPSHOT, rows)
+    if commit is not None:
+        wh.overwrite(LIFECYCLE, totals, commit)
     done.counts["snapshot_rows_changed"] = sum(done.days.values())
     return done
