@@ -1,8 +1,9 @@
 """The landing assets, partitioned by received day: parse the files, keep every line, map the event days.
 
 A run covers one received day or a range: the days are read in one Spark read and each table is written
-in one commit. A UI backfill of many days runs as few runs as ``MAX_DAYS_PER_RUN`` allows: the rows of a
-run's days are held (memory, then local disk) until its commits, so the cap bounds what a run holds.
+in one commit, so a UI backfill of a year of days is one run (one Spark start). The parsed rows are held
+until the commits, in memory and then on the driver's local disk (``localCheckpoint``): a run needs about
+the landing files' size in local disk.
 """
 
 from datetime import date
@@ -14,9 +15,6 @@ from sessions_assets.defs.failures import run_step
 from sessions_assets.defs.partitions import daily
 from sessions_assets.defs.resources import PipelineResource
 from sessions_assets.warehouse.ingest import ingest_days
-
-MAX_DAYS_PER_RUN = 31
-
 
 def _per_day(done) -> dg.MetadataValue:
     """A row per received day, as a table the UI renders."""
@@ -37,7 +35,7 @@ def _per_day(done) -> dg.MetadataValue:
     ],
     partitions_def=daily,
     group_name="landing",
-    backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=MAX_DAYS_PER_RUN),
+    backfill_policy=dg.BackfillPolicy.single_run(),
 )
 def ingest(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource):
     """The run's received days, replaced whole in each table (the map, then the record of what was read, last)."""

@@ -180,8 +180,18 @@ class Warehouse:
         return log.commit_info(log.version()).get("operationMetrics", {})
 
     def vacuum(self, table: Table, retain_hours: int) -> None:
-        """Delete the files no version younger than ``retain_hours`` reads (change-feed files included)."""
-        self.delta(table).vacuum(retain_hours)
+        """Delete the files no version younger than ``retain_hours`` reads (change-feed files included).
+
+        ``LITE`` finds them in the log instead of listing every file (seconds instead of ~20 s a table here);
+        Delta refuses it when the log no longer reaches back to the last full vacuum, and then it is ``FULL``."""
+        self.delta(table)
+        for mode in ("LITE", "FULL"):
+            try:
+                self.spark.sql(f"VACUUM delta.`{self.uri(table)}` RETAIN {int(retain_hours)} HOURS {mode}").collect()
+                return
+            except Exception as error:
+                if mode == "FULL" or "VACUUM_LITE" not in str(error)[:2000]:
+                    raise
 
     # --- writing ------------------------------------------------------------------------------------
 

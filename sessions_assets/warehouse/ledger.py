@@ -20,6 +20,8 @@ from sessions_assets.warehouse.delta import Commit, DeltaLog, Warehouse
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import EVENTS, LIFECYCLE, RAW_EVENTS, RECEIVED_DAYS, SESSIONS, Table
 
+# Commits that change no row: compaction and the two marks a VACUUM leaves in the log.
+NO_DATA_CHANGE = ("OPTIMIZE", "VACUUM START", "VACUUM END")
 # Each derived table and the input it absorbs, in refresh order.
 FOLLOWS = ((EVENTS, RAW_EVENTS), (SESSIONS, EVENTS), (LIFECYCLE, SESSIONS))
 
@@ -70,7 +72,7 @@ def _position(storage: Storage, table: Table, source: Table, latest: int) -> Pos
 
 def behind(storage: Storage) -> list[Position]:
     """The derived tables that have not absorbed every change of their input (read from the logs, no Spark).
-    Commits that change no row (``OPTIMIZE``) leave a table current."""
+    Commits that change no row (``NO_DATA_CHANGE``) leave a table current."""
     late = []
     for table, source in FOLLOWS:
         log = DeltaLog(storage, source)
@@ -79,7 +81,7 @@ def behind(storage: Storage) -> list[Position]:
             continue
         at = _position(storage, table, source, latest)
         if at.absorbed is None or any(
-            log.commit_info(v).get("operation") != "OPTIMIZE" for v in range(at.absorbed + 1, latest + 1)
+            log.commit_info(v).get("operation") not in NO_DATA_CHANGE for v in range(at.absorbed + 1, latest + 1)
         ):
             late.append(at)
     return late

@@ -113,8 +113,9 @@ def arrive(runner, root: Path, zone: dict[date, list[str]], step: tuple[str, tup
         return
     for day in days:
         write_day(root, day, zone[day])
-    ingested, refreshed = runner.process()
-    assert [day for day, _ in ingested] == sorted(days) and refreshed is not None
+    runs, refreshed = runner.process()  # one run per range of consecutive days, each ingesting and refreshing
+    ingested = [r.data["received_day"] for run in runs for r in run.metadata["raw_events"]["per_received_day"].records]
+    assert ingested == [d.isoformat() for d in sorted(days)] and refreshed is not None
 
 
 @settings(

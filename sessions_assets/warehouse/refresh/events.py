@@ -46,7 +46,7 @@ def _removed_rows(wh: Warehouse, at: ledger.Position) -> bool:
     return any(
         int(c.get("operationMetrics", {}).get("numRemovedFiles", "0"))
         for c in commits
-        if c.get("operation") != "OPTIMIZE"
+        if c.get("operation") not in ledger.NO_DATA_CHANGE
     )
 
 
