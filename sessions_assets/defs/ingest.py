@@ -16,6 +16,7 @@ from sessions_assets.defs.partitions import daily
 from sessions_assets.defs.resources import PipelineResource
 from sessions_assets.warehouse.ingest import ingest_days
 
+
 def _per_day(done) -> dg.MetadataValue:
     """A row per received day, as a table the UI renders."""
     columns = ["received_day", "lines", "accepted", "rejected", "event_days", "fingerprint"]
