@@ -5,10 +5,11 @@
 
 For each H: generate H + 1 received days of Segment events (~90 % within a minute, ~7 % within 3 days, ~3 %
 up to 180 days late; ~1 % re-delivered, some stamped across midnight; a few broken lines), load the first H
-in ``--workdir`` (H ingest runs, then one refresh: a full build), then process the last day, warm and
-in-process, on copies of the warehouse and the Dagster instance: ``incremental`` (``Runner.ingest`` and the
-refresh ``planning.refresh_due`` plans: what the sensors run) and ``full_rebuild`` (``Runner.ingest``, then
-a repair of every event day of ``events``, ``sessions`` and ``daily_snapshot``: ``sessions-assets repair``).
+in ``--workdir`` (one ingest run of the H days, what a UI backfill runs, then one refresh: a full build), then
+process the last day, warm and in-process, on copies of the warehouse and the Dagster instance:
+``incremental`` (one ``process_job`` run: what the landing sensor launches) and ``full_rebuild``
+(``Runner.ingest``, then a repair of every event day of ``events``, ``sessions`` and ``daily_snapshot``:
+``sessions-assets repair``).
 Their ``events``, ``sessions`` and ``daily_snapshot`` must be equal. Results go to
 ``benchmarks/results/incremental.{md,json}``, keeping the rows of earlier invocations.
 """
@@ -170,12 +171,11 @@ def run_method(spark, method: str, root: Path, day: date, history: int, m: Measu
     inst, run = dagster(root)
     with inst, peak_rss(pids, m):
         started = time.perf_counter()
-        runs = [run.ingest(day)]
         if method == "incremental":
-            runs.append(run.refresh(planning.refresh_due(inst)))
+            runs = [run.ingest_and_refresh(day)]
         else:  # every day an event can be on: the latest lateness before the first received day, up to tomorrow
             first = day - timedelta(days=history + 1) - LATENESS["months_late"][2]
-            runs.append(run.refresh(rebuild=(first, day + timedelta(days=1), set(REFRESHED))))
+            runs = [run.ingest(day), run.repair(first, day + timedelta(days=1), set(REFRESHED))]
         wall = time.perf_counter() - started
         steps = {s.step_key: s.end_time - s.start_time for r in runs for s in inst.get_run_step_stats(r.run_id)}
         steps["dagster"] = wall - sum(steps.values())
@@ -224,10 +224,9 @@ def prepare(workdir: Path, history: int, per_day: int, seed: int, reuse: bool) -
     started = time.perf_counter()
     inst, run = dagster(base)
     with inst:
-        for day in days[:-1]:
-            run.ingest(day)
+        run.ingest(days[0], days[-2])
         phases["ingest_s"] = round(time.perf_counter() - started, 1)
-        run.refresh(planning.refresh_due(inst))
+        run.refresh(planning.refresh_due(Storage(str(base))))
     phases["load_s"] = round(time.perf_counter() - started, 1)
     phases["build_s"], phases["load_after"] = round(phases["load_s"] - phases["ingest_s"], 1), os.getloadavg()
     print(f"H={history}: loaded in {phases['load_s']}s (ingests {phases['ingest_s']}s, "
@@ -295,16 +294,17 @@ def markdown(report: dict) -> str:
         f"{report['machine']}; measured {report['date']} on code at commit {report['commit']}. The machine was",
         "shared with other Spark jobs: `load` is the 1/5/15-minute load average when the row's first timed run",
         "started. Spark: " + ", ".join(f"`{k}={v}`" for k, v in report["spark"].items()) + ".",
-        "Warm, in one process. Wall = ingest run + refresh run (min, or min / median); steps from Dagster's step",
+        "Warm, in one process. Wall = the run (incremental: one run that ingests and refreshes; full rebuild: an",
+        "ingest run and a repair run) (min, or min / median); steps from Dagster's step",
         "stats, `dagster` = the rest. Rows written, data files +/-: every table's commits' `operationMetrics`.",
         "Peak RSS: this process + the Spark driver JVM. `÷ full`: incremental wall / full-rebuild wall.", "",
         "| mode | H | events/day | method | runs | wall s | ingest s | events s | sessions s | snapshot s | dagster s "
         "| rows written | files +/- | peak RSS MB | load | ÷ full | = full |",
         "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|",
         *(_row(case, method) for case in cases for method in case["methods"]), "",
-        "Loading the history (not in the figures above): generating H + 1 days, H ingest runs, one refresh that",
-        "builds every table.", "",
-        "| mode | H | events/day | lines | generate s | ingests s | per day s | build s | load after |",
+        "Loading the history (not in the figures above): generating H + 1 days, one ingest run of the H days (a",
+        "UI backfill's run), one refresh that builds every table.", "",
+        "| mode | H | events/day | lines | generate s | ingest run s | per day s | build s | load after |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---|",
         *(f"| {c['mode']} | {c['history']} | {c['events_per_day']:,} | {c['lines']:,} | {c['generate_s']} "
           f"| {c['ingest_s']} | {c['ingest_s'] / c['history']:.1f} | {c['build_s']} "

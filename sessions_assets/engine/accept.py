@@ -15,11 +15,6 @@ from pyspark.sql import types as T
 
 from sessions_assets.settings import Settings
 
-# The reasons, in the contract's order: a line gets the first that applies.
-REASONS = ("malformed_json", "missing_message_id", "missing_user", "bad_timestamp", "future_timestamp", "too_late")
-# Whole files that were not read; their reject row names the file and why.
-FILE_REASONS = ("skipped_file", "unreadable_file")
-
 _JSON_OPTIONS = {"mode": "PERMISSIVE", "allowNonNumericNumbers": "false", "allowSingleQuotes": "false"}
 
 # ISO-8601: date 'T' hh:mm[:ss[.fraction]] then Z, +hh:mm, +hhmm (or -), or nothing (UTC). ASCII digits;

@@ -13,7 +13,6 @@ from pyspark.sql import functions as F
 
 KEY = "message_id"
 COPY_ORDER = ("received_at", "received_date", "payload")
-EVENT_KEY = ("event_date", "message_id")
 
 
 def message_hash(message_id: Column) -> Column:

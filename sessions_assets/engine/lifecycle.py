@@ -22,10 +22,6 @@ STATES = ("new", "active", "lapsing", "dormant", "churned")
 # Per (day, state): users entering, users exiting, and the sum of the days the exiting users' stays began
 # (an entering user's stay begins that day, so their sum is entered x day).
 TOTALS = ("entered", "exited", "began_exited")
-SNAPSHOT_COLUMNS = (
-    "snapshot_date", "state", "users_on_hand", "users_entered", "users_exited", "avg_days_in_state",
-    "sum_days_in_state",
-)  # fmt: skip
 EPOCH = date(1970, 1, 1)
 
 
@@ -102,11 +98,6 @@ def combined(*totals: DataFrame) -> DataFrame:
         union = union.unionByName(more)
     summed = union.groupBy("day", "state").agg(*[F.sum(c).cast("long").alias(c) for c in TOTALS])
     return summed.where(" OR ".join(f"{c} != 0" for c in TOTALS))
-
-
-def difference(new: DataFrame, old: DataFrame) -> DataFrame:
-    """``new`` minus ``old`` transition totals, per (day, state)."""
-    return combined(new, old.select("day", "state", *[(-F.col(c)).alias(c) for c in TOTALS]))
 
 
 def snapshot(totals: DataFrame, horizon: date) -> DataFrame:

@@ -132,14 +132,14 @@ class Warehouse:
             builder = builder.property(key, value)
         try:
             builder.execute()
-        except Exception as error:  # noqa: BLE001 - re-raised below unless the table now exists
+        except Exception as error:  # re-raised below unless the table now exists
             racing = is_write_conflict(error) or any(mark in str(error)[:500] for mark in _CREATION_RACE)
             deadline = time.monotonic() + (CREATION_WAIT_SECONDS if racing else 0)
             while True:
                 try:
                     DeltaTable.forPath(self.spark, self.uri(table))
                     return
-                except Exception:  # noqa: BLE001 - not (yet) a Delta table
+                except Exception:  # not (yet) a Delta table
                     if time.monotonic() >= deadline:
                         raise error from None
                     time.sleep(0.2)

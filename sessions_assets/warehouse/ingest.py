@@ -134,13 +134,13 @@ def _read_lines(wh: Warehouse, files: list[LandingFile]) -> tuple[DataFrame, lis
     broken = []
     try:
         lines = read(list(paths.values())).localCheckpoint()
-    except Exception:  # noqa: BLE001 - some file is bad: find which, read the rest, salvage what can be read
+    except Exception:  # some file is bad: find which, read the rest, salvage what can be read
         good = []
         for f in files:
             try:
                 read([paths[f.uri]]).count()
                 good.append(paths[f.uri])
-            except Exception as error:  # noqa: BLE001
+            except Exception as error:
                 broken.append((f, "unreadable_file", one_line(error)))
         parts = [read(good)] + [read([paths[f.uri]], salvage=True) for f, _, _ in broken]
         lines = parts[0]

@@ -252,6 +252,8 @@ class S3Server:
             "AWS_REGION": "us-east-1",
             "AWS_DEFAULT_REGION": "us-east-1",
             "FSSPEC_S3_ENDPOINT_URL": self.endpoint,
+            "AWS_ENDPOINT_URL": self.endpoint,  # delta-rs, reading received_days in the sensors and status
+            "AWS_ALLOW_HTTP": "true",
             **CHECKSUMS_WHEN_REQUIRED,
             "SPARK_PACKAGES": f"org.apache.hadoop:hadoop-aws:{hadoop_version()}",
             "SPARK_JARS_DIR": str(self.jars),

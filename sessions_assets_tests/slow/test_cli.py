@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -75,8 +76,9 @@ def test_run_processes_every_received_day_into_tables_equal_to_a_full_recompute(
     days = received_days(root)
     assert len(days) == 3
     said = run.stdout.splitlines()
-    assert said[0] == "3 received day(s) to ingest, then a refresh"
+    assert said[0] == "3 received day(s) to ingest and refresh in 1 run(s)"
     assert [line.split(":")[0] for line in said[1:4]] == [f"- {day}" for day in days]
+    assert said[4].startswith("  rejected: ") and said[5].startswith("- refresh: events rebuilt whole")
     assert said[-1].startswith("Done in ") and said[-1].endswith(f"Tables under file:{root}/warehouse.")
     assert not python_traceback(run.stderr)
     assert (root / "dagster_home").is_dir()  # no DAGSTER_HOME: the runs are recorded beside the data
@@ -98,6 +100,24 @@ def test_status_says_nothing_is_due_after_a_run(processed):
     root, _ = processed
     status = sessions_assets("status", "--data-root", str(root), cwd=root.parent)
     assert (status.returncode, status.stdout) == (0, "received days to ingest: none\nrefresh due: no\n")
+
+
+def test_over_a_wiped_instance_status_and_run_find_nothing_due_and_change_no_table(processed, tmp_path):
+    """The warehouse records what was ingested, so a new instance (a wiped home, or another ``DAGSTER_HOME``)
+    re-ingests nothing."""
+    root, _ = processed
+    before = table_versions(root)
+    shutil.copytree(root / "dagster_home", tmp_path / "kept")  # the later tests read this run's history
+    try:
+        shutil.rmtree(root / "dagster_home")
+        status = sessions_assets("status", "--data-root", str(root), cwd=root.parent)
+        assert (status.returncode, status.stdout) == (0, "received days to ingest: none\nrefresh due: no\n")
+        again = sessions_assets("run", "--data-root", str(root), cwd=root.parent)
+        assert again.returncode == 0 and again.stdout.startswith("Nothing to do"), again.stdout + again.stderr
+        assert table_versions(root) == before
+    finally:
+        shutil.rmtree(root / "dagster_home", ignore_errors=True)
+        shutil.copytree(tmp_path / "kept", root / "dagster_home")
 
 
 def test_repair_of_a_day_whose_sessions_were_lost_leaves_every_table_equal_to_the_oracle(processed, spark):

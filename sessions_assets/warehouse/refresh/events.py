@@ -13,6 +13,9 @@ from sessions_assets.warehouse.delta import Commit, Warehouse, on_days
 from sessions_assets.warehouse.refresh.outcome import Refreshed, days_in, rebuilding, rebuilt, repair_commit
 from sessions_assets.warehouse.tables import EVENTS, RAW_EVENTS
 
+# The materialization metadata counting each kind of row written.
+METRICS = {"insert": "rows_inserted", "update": "rows_updated", "delete": "rows_deleted"}
+
 
 def refresh_events(wh: Warehouse, repair: tuple[date, date] | None = None) -> Refreshed:
     """Absorb the received days ingested since the last run; with ``repair``, also recompute those event days."""
@@ -84,7 +87,7 @@ def _apply_events(wh: Warehouse, ops: DataFrame, commit: Commit, done: Refreshed
     ops = ops.localCheckpoint()
     stored_days = set()
     for row in ops.groupBy("_op", "event_date").count().collect():
-        done.counts[f"rows_{row._op}{'d' if row._op.endswith('e') else 'ed'}"] += row["count"]
+        done.counts[METRICS[row._op]] += row["count"]
         done.days[row.event_date] += row["count"]
         if row._op != "insert":
             stored_days.add(row.event_date)

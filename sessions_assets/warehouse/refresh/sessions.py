@@ -24,6 +24,10 @@ from sessions_assets.warehouse.refresh.outcome import (
 )
 from sessions_assets.warehouse.tables import EVENTS, SESSIONS
 
+# The materialization metadata counting each kind of session written.
+METRICS = {"insert": "sessions_inserted", "update": "sessions_updated", "delete": "sessions_deleted",
+           "renumber": "sessions_renumbered"}  # fmt: skip
+
 
 def refresh_sessions(wh: Warehouse, settings: Settings, repair: tuple[date, date] | None = None) -> Refreshed:
     """Recompute the chains that the events changed since the last run touch; with ``repair``, also every
@@ -125,7 +129,7 @@ def _summarise_sessions(ops: DataFrame, done: Refreshed) -> set[date]:
     summary = ops.groupBy("_op", "session_date", landing.alias("landing"), source.alias("source")).count().collect()
     stored_days, paths, sources = set(), Counter(), Counter()
     for row in summary:
-        done.counts[f"sessions_{row._op}{'d' if row._op.endswith('e') else 'ed'}"] += row["count"]
+        done.counts[METRICS[row._op]] += row["count"]
         done.days[row.session_date] += row["count"]
         if row._op != "insert":
             stored_days.add(row.session_date)

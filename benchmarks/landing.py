@@ -1,0 +1,86 @@
+"""From a received-day folder landing to built tables, under ``dg dev`` with the sensors on (the default tick).
+
+    python benchmarks/landing.py [--days 1 2] [--events-per-day 1000]
+
+For each count N: a fresh data root and instance, ``dg dev`` started and warm (its code location loaded), a
+first day dropped in and processed (the tables exist), then N more days dropped in at once; the figure is the
+time from that drop until every derived table is current and no run is in flight (polled each second).
+Results go to ``benchmarks/results/landing.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sessions_assets.cli.generate import generate_landing_zone
+from sessions_assets.defs import planning
+from sessions_assets.warehouse.storage import Storage
+from sessions_assets_tests.deployed import PROJECT, DagsterDev
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def settle(dev: DagsterDev, storage: Storage, timeout: float = 900) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if not planning.landing(storage).due and planning.refresh_due(storage) is None and dev.idle():
+            return time.monotonic() - started
+        time.sleep(1)
+    raise TimeoutError(f"not settled in {timeout} s:\n{dev.tail()}")
+
+
+def measure(days: int, users: int) -> tuple[float, list[dict]]:
+    with tempfile.TemporaryDirectory(prefix="sessions-landing-") as work:
+        work = Path(work)
+        staging, root, home = work / "staging", work / "data", work / "home"
+        generate_landing_zone(str(staging), days=days + 1, users=users, seed=3)
+        (root / "landing").mkdir(parents=True)
+        home.mkdir()
+        shutil.copy(PROJECT / "dagster.yaml", home / "dagster.yaml")
+        venv = Path(sys.executable).parent.parent
+        env = {**os.environ, "SESSIONS_DATA_ROOT": str(root), "TZ": "UTC", "VIRTUAL_ENV": str(venv),
+               "PATH": f"{venv / 'bin'}:{os.environ['PATH']}"}  # fmt: skip
+        folders = sorted((staging / "landing").iterdir())
+        storage = Storage(str(root))
+        with DagsterDev(home, env, [str(venv / "bin" / "dg"), "dev", "--use-active-venv"], work / "dev.log") as dev:
+            shutil.move(folders[0], root / "landing" / folders[0].name)
+            settle(dev, storage)
+            dropped = time.monotonic()
+            for folder in folders[1:]:
+                shutil.move(folder, root / "landing" / folder.name)
+            settle(dev, storage)
+            seconds = time.monotonic() - dropped
+            return seconds, dev.runs()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--days", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--users", type=int, default=100, help="users of the generated days (100: ~800 events a day)")
+    args = parser.parse_args(argv)
+    rows = []
+    for days in args.days:
+        seconds, runs = measure(days, args.users)
+        jobs = [r["jobName"] for r in runs]
+        print(f"{days} day(s): {seconds:.0f} s, runs {jobs}", flush=True)
+        rows.append(f"| {days} | {args.users} | {seconds:.0f} | {len(runs) - 1} | {', '.join(jobs[:-1])} |")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "landing.md").write_text("\n".join([
+        "# From landing to built tables under `dg dev`", "",
+        f"Measured {datetime.now(UTC):%Y-%m-%d} on {os.cpu_count()} cores: days dropped into the landing zone at",
+        "once after a first day was processed, until every derived table is current and nothing is in flight.",
+        "The sensors tick every 10 s; each run is a new process with its own Spark start.", "",
+        "| days dropped | users | seconds | runs | jobs |", "|---:|---:|---:|---:|---|", *rows, "",
+    ]))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
