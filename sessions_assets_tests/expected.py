@@ -6,8 +6,17 @@ from collections import Counter
 from datetime import UTC, date
 from pathlib import Path
 
+from sessions_assets.defs.partitions import bounds
 from sessions_assets.warehouse.delta import Warehouse
-from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, EVENTS, RAW_EVENTS, REJECTED_EVENTS, SESSIONS
+from sessions_assets.warehouse.tables import (
+    DAILY_SNAPSHOT,
+    EVENTS,
+    PARTITION_MAP,
+    RAW_EVENTS,
+    RECEIVED_DAYS,
+    REJECTED_EVENTS,
+    SESSIONS,
+)
 from sessions_assets_tests import reference
 from sessions_assets_tests.landing import landing_lines
 
@@ -39,6 +48,17 @@ def assert_tables_match_oracle(wh: Warehouse, root: Path, oracle: dict | None = 
     oracle = oracle or reference.recompute(landing_lines(root))
     assert rows(wh.read(RAW_EVENTS), ["message_id", "received_date"]) == Counter(
         (e["message_id"], date.fromisoformat(e["received_date"])) for e in oracle["accepted"])  # fmt: skip
+    accepted = Counter(
+        (date.fromisoformat(e["received_date"]), e["timestamp"].astimezone(UTC).date()) for e in oracle["accepted"]
+    )
+    assert rows(wh.read(PARTITION_MAP), ["received_date", "event_date", "events"]) == Counter(
+        (*key, n) for key, n in accepted.items())  # fmt: skip
+    # What the planner reads: each landing folder's fingerprint now, and its accepted lines.
+    per_day = Counter(received for received, _ in accepted.elements())
+    lo, hi = bounds()
+    folders = [f.day for f in wh.storage.landing_folders() if f.day is not None and lo <= f.day <= hi]
+    assert {r.received_date: (r.fingerprint, r.accepted) for r in wh.read(RECEIVED_DAYS).collect()} == {
+        day: (wh.storage.fingerprint(day), per_day[day]) for day in folders}  # fmt: skip
     line_rejects = wh.read(REJECTED_EVENTS).where("payload IS NOT NULL")
     assert rows(line_rejects, ["received_date", "payload", "reason"]) == Counter(
         (date.fromisoformat(d), payload, reason) for d, payload, reason in oracle["rejected"])  # fmt: skip

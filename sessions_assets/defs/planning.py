@@ -201,7 +201,8 @@ def ready(landing: Landing, history: History, now: float | None = None) -> Ready
 class RefreshDue:
     """What one run of ``events``, ``sessions`` and ``daily_snapshot`` does after some received days.
 
-    The run is for the latest received day (the snapshot's horizon): the partition every refresh changes.
+    The run is for the latest received day ingested: the partition every refresh changes (the snapshot runs up
+    to the latest received day holding a line).
     Each asset also records a materialization of every other day whose rows it changed: the event days the
     received days touched, their sessions' days, the snapshot days the late sessions corrected. So the UI
     shows exactly those partitions rematerialized, however far back they are, in one run.
@@ -209,12 +210,12 @@ class RefreshDue:
 
     received_days: tuple[date, ...]
     event_days: tuple[date, ...]
-    horizon: date
+    latest_day: date  # the latest received day ingested: the run's partition
     inputs: str  # the input versions the derived tables are behind: part of the run key
 
     @property
     def partition_key(self) -> str:
-        return self.horizon.isoformat()
+        return self.latest_day.isoformat()
 
     @property
     def tags(self) -> dict[str, str]:
@@ -228,12 +229,12 @@ class RefreshDue:
         days = self.event_days
         touched = f"{len(days)} event days ({days[0]}..{days[-1]})" if len(days) > 3 else \
             ", ".join(d.isoformat() for d in days) or "no event day"  # fmt: skip
-        return f"received {received} touched {touched}; refresh up to {self.horizon}"
+        return f"received {received} touched {touched}; refresh up to {self.latest_day}"
 
 
 def refresh_due(storage: Storage) -> RefreshDue | None:
     """The refresh the warehouse calls for: the received days whose rows ``events`` has not absorbed, the
-    event days they touched, and the horizon; None when every derived table is current."""
+    event days they touched, and the latest received day; None when every derived table is current."""
     late = ledger.behind(storage)
     if not late:
         return None
@@ -242,7 +243,7 @@ def refresh_due(storage: Storage) -> RefreshDue | None:
     fresh = [] if events is None else [
         r for r in records.values() if events.absorbed is None or r.raw_version > events.absorbed
     ]  # fmt: skip
-    horizon = max(records, default=None) or bounds()[1]
+    latest = max(records, default=None) or bounds()[1]
     event_days = tuple(sorted({d for r in fresh for d in r.event_days}))
     inputs = ",".join(f"{at.source.name}@{at.latest}" for at in late)
-    return RefreshDue(tuple(sorted(r.day for r in fresh)), event_days, horizon, inputs)
+    return RefreshDue(tuple(sorted(r.day for r in fresh)), event_days, latest, inputs)

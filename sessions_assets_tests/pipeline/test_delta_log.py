@@ -1,0 +1,31 @@
+"""The commit log as the planner reads it without Spark (``DeltaLog``) agrees with Delta's own history, also
+once checkpoints are written and the log holds more than JSON commits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from delta.tables import DeltaTable
+
+from sessions_assets.warehouse.delta import Commit, DeltaLog
+from sessions_assets.warehouse.tables import PARTITION_MAP
+
+
+def test_the_log_read_without_spark_is_deltas_history(warehouse, spark):
+    rows = spark.createDataFrame([], PARTITION_MAP.schema)
+    for n in range(23):  # past two checkpoints (every 10 commits)
+        warehouse.overwrite(PARTITION_MAP, rows, Commit({"absorbed": {"raw_events": n}} if n % 3 else None))
+    folder = Path(warehouse.storage.path_of(warehouse.uri(PARTITION_MAP))) / "_delta_log"
+    assert len(list(folder.glob("*.checkpoint.parquet"))) >= 2
+
+    log = DeltaLog(warehouse.storage, PARTITION_MAP)
+    history = DeltaTable.forPath(spark, warehouse.uri(PARTITION_MAP)).history().collect()
+    assert log.versions() == sorted(h.version for h in history)
+    assert log.version() == max(h.version for h in history)
+    for h in history:
+        info = log.commit_info(h.version)
+        assert (info.get("operation"), info.get("userMetadata")) == (h.operation, h.userMetadata), h.version
+    notes = dict(log.notes(limit=10))
+    assert notes == {h.version: json.loads(h.userMetadata) for h in history
+                     if h.userMetadata and h.version > log.version() - 10}  # fmt: skip
