@@ -1,6 +1,7 @@
 """The one record of what a derived table has absorbed: the version of its input, kept in its own commits.
 
-``events`` absorbs ``raw_events``, ``sessions`` absorbs ``events``, ``lifecycle`` absorbs ``sessions``.
+``events`` absorbs ``raw_events``, ``sessions`` absorbs ``events``, ``lifecycle`` absorbs ``sessions`` (and
+``received_days``, for the snapshot's horizon).
 Each commit of a derived table notes ``{"absorbed": {<input>: <version>}}`` in its ``userMetadata``,
 atomically with its rows, so the note can never disagree with the data. A run reads the note, reads the
 input's change feed from the next version to the latest, applies the change, and commits with a new
@@ -22,8 +23,9 @@ from sessions_assets.warehouse.tables import EVENTS, LIFECYCLE, RAW_EVENTS, RECE
 
 # Commits that change no row: compaction and the two marks a VACUUM leaves in the log.
 NO_DATA_CHANGE = ("OPTIMIZE", "VACUUM START", "VACUUM END")
-# Each derived table and the input it absorbs, in refresh order.
-FOLLOWS = ((EVENTS, RAW_EVENTS), (SESSIONS, EVENTS), (LIFECYCLE, SESSIONS))
+# Each derived table and the inputs it absorbs, in refresh order (``lifecycle`` also notes the
+# ``received_days`` version whose horizon the snapshot was summed up to).
+FOLLOWS = ((EVENTS, RAW_EVENTS), (SESSIONS, EVENTS), (LIFECYCLE, SESSIONS), (LIFECYCLE, RECEIVED_DAYS))
 
 ABSORBED = "absorbed"
 # How many of a table's latest commits are searched for its note; past them it is rebuilt whole.

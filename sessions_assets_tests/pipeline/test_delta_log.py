@@ -4,6 +4,7 @@ once checkpoints are written and the log holds more than JSON commits."""
 from __future__ import annotations
 
 import json
+from datetime import date
 from pathlib import Path
 
 from delta.tables import DeltaTable
@@ -13,8 +14,8 @@ from sessions_assets.warehouse.tables import PARTITION_MAP
 
 
 def test_the_log_read_without_spark_is_deltas_history(warehouse, spark):
-    rows = spark.createDataFrame([], PARTITION_MAP.schema)
     for n in range(23):  # past two checkpoints (every 10 commits)
+        rows = spark.createDataFrame([(date(2024, 3, 1), date(2024, 3, 1), n)], PARTITION_MAP.schema)
         warehouse.overwrite(PARTITION_MAP, rows, Commit({"absorbed": {"raw_events": n}} if n % 3 else None))
     folder = Path(warehouse.storage.path_of(warehouse.uri(PARTITION_MAP))) / "_delta_log"
     assert len(list(folder.glob("*.checkpoint.parquet"))) >= 2

@@ -17,6 +17,7 @@ from sessions_assets.defs.partitions import daily
 from sessions_assets.defs.resources import PipelineResource
 from sessions_assets.defs.sensors import landing_sensor, late_data_sensor
 from sessions_assets.warehouse.storage import Storage
+from sessions_assets_tests.expected import assert_tables_match_oracle
 from sessions_assets_tests.landing import segment, write_day
 
 A, B = date(2024, 3, 5), date(2024, 3, 12)  # event days far apart
@@ -138,3 +139,15 @@ def test_late_data_sensor_asks_for_one_refresh_of_what_was_ingested(runner, data
     assert materialized == {A.isoformat(), B.isoformat(), R.isoformat()}  # exactly the days changed, and the run's
     sessions = runner.instance.get_materialized_partitions(dg.AssetKey("sessions"))
     assert sessions == {A.isoformat(), B.isoformat(), R.isoformat()}
+
+
+def test_a_day_of_rejects_only_calls_for_a_refresh_that_moves_the_snapshot_horizon(runner, data_root):
+    write_day(data_root, A, [segment("a", "u1", f"{A} 10:00")])
+    runner.process()
+    write_day(data_root, B, ["{not json"])
+    runner.ingest(B)  # no accepted line: raw_events does not change, the horizon does
+    due = planning.refresh_due(Storage(str(data_root)))
+    assert due is not None and isinstance(tick(late_data_sensor, runner, data_root), dg.RunRequest)
+    runner.refresh(due)
+    assert planning.refresh_due(Storage(str(data_root))) is None
+    assert_tables_match_oracle(runner.defs.resources["pipeline"].warehouse(runner.defs.resources["spark"]), data_root)

@@ -9,9 +9,16 @@ from pyspark.sql import functions as F
 from sessions_assets.engine import lifecycle
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import ledger
-from sessions_assets.warehouse.delta import Warehouse
+from sessions_assets.warehouse.delta import Commit, Warehouse
 from sessions_assets.warehouse.refresh.outcome import ADDED, Refreshed, rebuilding
-from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, LIFECYCLE, RAW_EVENTS, REJECTED_EVENTS, SESSIONS
+from sessions_assets.warehouse.tables import (
+    DAILY_SNAPSHOT,
+    LIFECYCLE,
+    RAW_EVENTS,
+    RECEIVED_DAYS,
+    REJECTED_EVENTS,
+    SESSIONS,
+)
 
 
 def horizon(wh: Warehouse) -> date | None:
@@ -25,12 +32,16 @@ def refresh_snapshot(wh: Warehouse, settings: Settings, repair: bool = False) ->
     """Correct the transition totals by the difference the changed users' session days make, then rewrite
     the snapshot from the totals up to the horizon (``repair``: count every user afresh)."""
     at = ledger.position(wh, LIFECYCLE, SESSIONS)
+    # The horizon moves with every ingest, also one that changes no accepted row (a day of rejects only):
+    # the totals' note records the received_days version whose horizon the snapshot was summed up to.
+    ingested = ledger.position(wh, LIFECYCLE, RECEIVED_DAYS)
+    note = {ledger.ABSORBED: {SESSIONS.name: at.latest, RECEIVED_DAYS.name: ingested.latest}}
     rebuild, feed = rebuilding(wh, at)
     done = Refreshed("incremental" if feed is not None else "up to date", at.latest)
     totals, commit = wh.read(LIFECYCLE), None
     if rebuild or repair:
         days = wh.read(SESSIONS, at.latest).select("user_key", F.col("session_date").alias("day"))
-        totals, commit = lifecycle.transitions(days, settings).localCheckpoint(), at.replacing
+        totals, commit = lifecycle.transitions(days, settings).localCheckpoint(), Commit(note)
         done.how = "repaired" if repair else "rebuilt whole"
     elif feed is not None:
         sign = F.when(F.col("_change_type").isin(*ADDED), 1).otherwise(-1)
@@ -46,7 +57,10 @@ def refresh_snapshot(wh: Warehouse, settings: Settings, repair: bool = False) ->
         timelines = now.withColumn("weight", F.lit(1)).unionByName(
             before.where("sessions > 0").withColumn("weight", F.lit(-1)))  # fmt: skip
         totals = lifecycle.combined(totals, lifecycle.transitions(timelines, settings)).localCheckpoint()
-        commit = at.commit
+        # The transaction makes the difference applied once, even by two runs that computed it.
+        commit = Commit(note, at.commit.txn)
+    elif not ingested.current:
+        commit = Commit(note)  # the totals as they are, summed up to a new horizon
     # The snapshot is written before the totals it is summed from: the totals' commit, with its note, is what
     # says this step is done, so a run that dies between the two is redone whole by the next.
     last = horizon(wh)
