@@ -19,11 +19,9 @@ time.tzset()
 
 @pytest.fixture(scope="session")
 def spark():
-    from dagster_pyspark import LazyPySparkResource
+    from sessions_assets.defs.resources import SparkResource, spark_config
 
-    from sessions_assets.defs.resources import spark_config
-
-    session = LazyPySparkResource(spark_config=spark_config()).spark_session
+    session = SparkResource(spark_config=spark_config()).spark_session
     yield session
     session.stop()
 

@@ -68,8 +68,9 @@ def events(
     context: dg.AssetExecutionContext, config: RefreshConfig, spark: LazyPySparkResource, pipeline: PipelineResource
 ):
     """Accepted events by event day, one row per ``messageId``: the first-received copy, wherever it landed."""
-    wh = pipeline.warehouse(spark)
-    done = run_step(context, lambda: refresh_events(wh, _days(context) if config.rebuild else None))
+    done = run_step(
+        context, lambda: refresh_events(pipeline.warehouse(spark), _days(context) if config.rebuild else None)
+    )
     yield from _results(context, done)
 
 
@@ -89,12 +90,10 @@ def events(
 def sessions(
     context: dg.AssetExecutionContext, config: RefreshConfig, spark: LazyPySparkResource, pipeline: PipelineResource
 ):
-    """Sessions by start day (30-minute gap, 24-hour cap), numbered per user, with landing page, source and
-    device: only the chains that changed are recomputed."""
-    wh = pipeline.warehouse(spark)
-    done = run_step(
-        context, lambda: refresh_sessions(wh, pipeline.settings, _days(context) if config.rebuild else None)
-    )
+    """Sessions by start day (a gap and a cap from the pipeline's settings), numbered per user, with landing page,
+    source and device: only the chains that changed are recomputed."""
+    repair = _days(context) if config.rebuild else None
+    done = run_step(context, lambda: refresh_sessions(pipeline.warehouse(spark), pipeline.settings, repair))
     gaps = done.counts.pop("users_misnumbered", 0)
     check = dg.AssetCheckResult(
         check_name=NUMBERING_CHECK, passed=gaps == 0,
@@ -113,6 +112,7 @@ def daily_snapshot(
     context: dg.AssetExecutionContext, config: RefreshConfig, spark: LazyPySparkResource, pipeline: PipelineResource
 ):
     """Users on hand per lifecycle state at the end of each day, up to the latest received day."""
-    wh = pipeline.warehouse(spark)
-    done = run_step(context, lambda: refresh_snapshot(wh, pipeline.settings, repair=config.rebuild))
+    done = run_step(
+        context, lambda: refresh_snapshot(pipeline.warehouse(spark), pipeline.settings, repair=config.rebuild)
+    )
     yield from _results(context, done)

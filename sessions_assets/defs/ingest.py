@@ -15,6 +15,7 @@ from sessions_assets.defs.failures import run_step
 from sessions_assets.defs.partitions import daily
 from sessions_assets.defs.resources import PipelineResource
 from sessions_assets.warehouse.ingest import ingest_days
+from sessions_assets.warehouse.storage import Storage
 
 
 def _per_day(done) -> dg.MetadataValue:
@@ -40,11 +41,11 @@ def _per_day(done) -> dg.MetadataValue:
 )
 def ingest(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource):
     """The run's received days, replaced whole in each table (the map, then the record of what was read, last)."""
-    wh = pipeline.warehouse(spark)
     days = [date.fromisoformat(key) for key in context.partition_keys]
     # Taken before the files are read: a file that changes during the read makes its day due again.
-    fingerprints = {day: wh.storage.fingerprint(day) for day in days}
-    done = run_step(context, lambda: ingest_days(wh, pipeline.settings, fingerprints))
+    storage = Storage(pipeline.data_root)
+    fingerprints = {day: storage.fingerprint(day) for day in days}
+    done = run_step(context, lambda: ingest_days(pipeline.warehouse(spark), pipeline.settings, fingerprints))
     reasons: dict[str, int] = {}
     for d in done.values():
         for reason, n in d.reasons.items():

@@ -25,16 +25,21 @@ import dagster as dg
 from sessions_assets.defs.jobs import INGESTING, REFRESHING
 from sessions_assets.defs.partitions import RANGE_END, RANGE_START, bounds
 from sessions_assets.warehouse import ledger
+from sessions_assets.warehouse.delta import DeltaLog
 from sessions_assets.warehouse.storage import LandingFolder, Storage
+from sessions_assets.warehouse.tables import RECEIVED_DAYS
 
 INGEST_ASSET, REFRESH_ASSET = dg.AssetKey("raw_events"), dg.AssetKey("events")
 PARTITION = "dagster/partition"
-RECEIVED_DAYS = "sessions/received_days"  # a refresh run's tag: the received days it absorbs
+RECEIVED_DAYS_TAG = "sessions/received_days"  # a refresh run's tag: the received days it absorbs
 IN_FLIGHT = (dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
              dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING)  # fmt: skip
 FAILED = (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 BACKOFF_SECONDS, MAX_BACKOFF_SECONDS = 60, 3600
 RECENT_RUNS = 200
+# A run still "in flight" after this long is taken for dead (a killed ``sessions-assets`` process leaves its
+# in-process run started forever; run monitoring cannot see it) and no longer holds its work.
+STALE_SECONDS = 6 * 3600
 
 
 @dataclass(frozen=True)
@@ -42,9 +47,10 @@ class Attempts:
     """What the latest runs did to one piece of work (a received day, or the refresh)."""
 
     in_flight: bool = False
-    failures: int = 0  # failed runs since the last success
+    failures: int = 0  # failed runs since the last success (the daemon's retries included)
     last_failure: float | None = None  # when the latest of them ended (epoch seconds)
     error: str | None = None  # its first failure, in one line
+    failed_run: str | None = None  # the latest failed run's id: part of the next request's run key
 
     def waiting(self, now: float) -> float:
         """Seconds left before the work may be requested again (0: now)."""
@@ -79,15 +85,22 @@ class History:
     """The recent runs that ingest received days or refresh the derived tables, newest first."""
 
     instance: dg.DagsterInstance
-    runs: list[tuple[dg.DagsterRun, float | None]] = field(default_factory=list)
+    runs: list[tuple[dg.DagsterRun, float | None]] = field(default_factory=list)  # with its end time
 
     @classmethod
-    def read(cls, instance: dg.DagsterInstance) -> History:
-        records = instance.get_run_records(limit=RECENT_RUNS)
-        return cls(instance, [(r.dagster_run, r.end_time) for r in records])
+    def read(cls, instance: dg.DagsterInstance, now: float | None = None) -> History:
+        """The recent runs, less those in flight for longer than ``STALE_SECONDS`` (dead)."""
+        now = time.time() if now is None else now
+        runs = []
+        for r in instance.get_run_records(limit=RECENT_RUNS):
+            began = r.start_time or r.create_timestamp.timestamp()
+            if r.dagster_run.status in IN_FLIGHT and now - began > STALE_SECONDS:
+                continue
+            runs.append((r.dagster_run, r.end_time))
+        return cls(instance, runs)
 
     def _attempts(self, covers) -> Attempts:
-        in_flight, failures, last, error = False, 0, None, None
+        in_flight, failures, last, error, failed_run = False, 0, None, None, None
         for run, ended in self.runs:
             if not covers(run):
                 continue
@@ -98,8 +111,8 @@ class History:
             elif run.status in FAILED:
                 failures += 1
                 if last is None:
-                    last, error = ended, _failure(self.instance, run)
-        return Attempts(in_flight, failures, last, error)
+                    last, error, failed_run = ended, _failure(self.instance, run), run.run_id
+        return Attempts(in_flight, failures, last, error, failed_run)
 
     def ingest(self, day: date) -> Attempts:
         return self._attempts(lambda run: _ingests(run) and day in _run_days(run))
@@ -126,6 +139,7 @@ class Landing:
 
     due: dict[date, str]  # received day -> its folder's fingerprint now, oldest first
     ignored: list[LandingFolder]  # folders that are not a received day the partitions hold
+    recorded: int | None = None  # the version of received_days read: part of the run keys
 
     def describe_ignored(self) -> list[str]:
         return [f"{f.name}: {f.problem}, skipped" for f in self.ignored]
@@ -133,6 +147,7 @@ class Landing:
 
 def landing(storage: Storage) -> Landing:
     lo, hi = bounds()
+    recorded = DeltaLog(storage, RECEIVED_DAYS).version()
     seen = ledger.received(storage)
     due, ignored = {}, []
     for folder in storage.landing_folders():
@@ -145,7 +160,7 @@ def landing(storage: Storage) -> Landing:
             fingerprint = storage.fingerprint(folder.day)
             if folder.day not in seen or seen[folder.day].fingerprint != fingerprint:
                 due[folder.day] = fingerprint
-    return Landing(due, ignored)
+    return Landing(due, ignored, recorded)
 
 
 def ranges(days) -> list[tuple[date, date]]:
@@ -170,6 +185,7 @@ class Ready:
 
     days: dict[date, str]  # received day -> fingerprint
     attempts: dict[date, Attempts]  # every due day's recent runs
+    recorded: int | None = None  # the version of received_days the plan read
 
     @property
     def waiting(self) -> dict[date, Attempts]:
@@ -177,13 +193,15 @@ class Ready:
 
     def requests(self) -> list[tuple[date, date, str]]:
         """(first, last, run key) of one run per range of consecutive ready days. The key names the days'
-        fingerprints and failures so far: a failed range is requested again, with a new key, after its backoff."""
+        fingerprints, the record it was planned against (a folder whose fingerprint returns to an earlier value is
+        due again after another ingest) and the latest failed run: a failed range is requested again, with a new
+        key, after its backoff."""
         found = []
         for first, last in ranges(self.days):
             days = {str(d): f for d, f in self.days.items() if first <= d <= last}
             digest = hashlib.sha256(json.dumps(days, sort_keys=True).encode()).hexdigest()[:16]
-            failures = max(self.attempts[date.fromisoformat(d)].failures for d in days)
-            found.append((first, last, f"ingest:{first}..{last}:{digest}:{failures}"))
+            failed = sorted(a.failed_run for d, a in self.attempts.items() if first <= d <= last and a.failed_run)
+            found.append((first, last, f"ingest:{first}..{last}:{digest}:{self.recorded}:{','.join(failed) or '-'}"))
         return found
 
 
@@ -194,7 +212,7 @@ def ready(landing: Landing, history: History, now: float | None = None) -> Ready
         attempts[day] = history.ingest(day)
         if not (attempts[day].in_flight or attempts[day].waiting(now)):
             days[day] = fingerprint
-    return Ready(days, attempts)
+    return Ready(days, attempts, landing.recorded)
 
 
 @dataclass(frozen=True)
@@ -219,10 +237,10 @@ class RefreshDue:
 
     @property
     def tags(self) -> dict[str, str]:
-        return {RECEIVED_DAYS: ",".join(d.isoformat() for d in self.received_days)}
+        return {RECEIVED_DAYS_TAG: ",".join(d.isoformat() for d in self.received_days)}
 
-    def run_key(self, failures: int) -> str:
-        return f"refresh:{self.inputs}:{failures}"
+    def run_key(self, attempts: Attempts) -> str:
+        return f"refresh:{self.inputs}:{attempts.failed_run or '-'}"
 
     def describe(self) -> str:
         received = ", ".join(d.isoformat() for d in self.received_days) or "no new received day"

@@ -15,6 +15,7 @@ from typing import Any
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
+from dagster_pyspark.resources import spark_session_from_config
 
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import jars
@@ -60,15 +61,29 @@ def spark_config(**overrides: Any) -> dict[str, str]:
         "spark.ui.enabled": env("SPARK_UI", "false"),
         "spark.ui.showConsoleProgress": "false",
         "spark.log.level": env("SPARK_LOG_LEVEL", "ERROR"),
+        # A write with nothing to change still commits, so a table's note and version always move with it.
+        "spark.databricks.delta.skipRecordingEmptyCommits": "false",
         # Tables are addressed by path; the catalog's folder is kept out of the working directory.
         "spark.sql.warehouse.dir": os.path.join(tempfile.gettempdir(), "sessions-assets-spark-warehouse"),
-        # Jars from disk, never resolved at a start (``warehouse/jars.py``).
-        "spark.jars": ",".join(jars.local_jars() + shlex.split(env("SPARK_JARS", "").replace(",", " "))),
+        # More local jars; Delta's are added from disk when the session starts (``SparkResource``).
+        "spark.jars": ",".join(shlex.split(env("SPARK_JARS", "").replace(",", " "))),
     }
     for pair in shlex.split(env("SPARK_CONF", "")):
         key, _, value = pair.partition("=")
         config[key] = value
     return {**config, **{k: str(v) for k, v in overrides.items()}}
+
+
+class SparkResource(LazyPySparkResource):
+    """Spark with Delta, started on first use inside a run, with the jars ``fetch-jars`` left on disk. They are
+    looked up then, not when the definitions load: the sensors and the UI need no Spark, and a missing jar
+    fails the run in one line (``jars.JarsMissing``) rather than the code location."""
+
+    def _init_session(self) -> None:
+        if self._spark_session is None:
+            listed = [j for j in (self.spark_config.get("spark.jars") or "").split(",") if j]
+            config = {**self.spark_config, "spark.jars": ",".join(jars.local_jars() + listed)}
+            self._spark_session = spark_session_from_config(config)
 
 
 class PipelineResource(dg.ConfigurableResource):
@@ -95,7 +110,7 @@ def resources(settings: Settings | None = None, **spark_overrides: Any) -> dict:
     """The resources of a deployment (``SESSIONS_*`` and ``SPARK_*`` variables) or of a test (``settings``)."""
     settings = settings or Settings.from_env()
     return {
-        "spark": LazyPySparkResource(spark_config=spark_config(**spark_overrides)),
+        "spark": SparkResource(spark_config=spark_config(**spark_overrides)),
         "pipeline": PipelineResource(**asdict(settings)),
     }
 

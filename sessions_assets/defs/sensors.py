@@ -33,7 +33,7 @@ def landing_sensor(context: dg.SensorEvaluationContext, pipeline: PipelineResour
     remembers what was already reported (folders that are not received days, failures), so each is logged once."""
     now = time.time()
     landing = planning.landing(Storage(pipeline.data_root))
-    ready = planning.ready(landing, planning.History.read(context.instance), now)
+    ready = planning.ready(landing, planning.History.read(context.instance, now), now)
     messages = {f.name: f"landing folder {m}" for f, m in zip(landing.ignored, landing.describe_ignored(), strict=True)}
     for day, attempts in ready.waiting.items():
         if attempts.failures:
@@ -67,4 +67,4 @@ def late_data_sensor(context: dg.SensorEvaluationContext, pipeline: PipelineReso
     if attempts.waiting(now):
         return dg.SkipReason(f"refresh: {_retrying(attempts, now)}")
     context.log.info(due.describe())
-    return dg.RunRequest(run_key=due.run_key(attempts.failures), partition_key=due.partition_key, tags=due.tags)
+    return dg.RunRequest(run_key=due.run_key(attempts), partition_key=due.partition_key, tags=due.tags)

@@ -1,7 +1,7 @@
 """The one record of what a derived table has absorbed: the version of its input, kept in its own commits.
 
-``events`` absorbs ``raw_events``, ``sessions`` absorbs ``events``, ``lifecycle`` absorbs ``sessions`` (and
-``received_days``, for the snapshot's horizon).
+``events`` absorbs ``raw_events``, ``sessions`` absorbs ``events``, ``lifecycle`` absorbs ``sessions``, and
+``daily_snapshot`` absorbs ``lifecycle`` and ``received_days`` (the snapshot's horizon moves with every ingest).
 Each commit of a derived table notes ``{"absorbed": {<input>: <version>}}`` in its ``userMetadata``,
 atomically with its rows, so the note can never disagree with the data. A run reads the note, reads the
 input's change feed from the next version to the latest, applies the change, and commits with a new
@@ -19,13 +19,22 @@ from pyspark.sql import DataFrame
 
 from sessions_assets.warehouse.delta import Commit, DeltaLog, Warehouse
 from sessions_assets.warehouse.storage import Storage
-from sessions_assets.warehouse.tables import EVENTS, LIFECYCLE, RAW_EVENTS, RECEIVED_DAYS, SESSIONS, Table
+from sessions_assets.warehouse.tables import (
+    DAILY_SNAPSHOT,
+    EVENTS,
+    LIFECYCLE,
+    RAW_EVENTS,
+    RECEIVED_DAYS,
+    SESSIONS,
+    Table,
+)
 
 # Commits that change no row: compaction and the two marks a VACUUM leaves in the log.
 NO_DATA_CHANGE = ("OPTIMIZE", "VACUUM START", "VACUUM END")
-# Each derived table and the inputs it absorbs, in refresh order (``lifecycle`` also notes the
-# ``received_days`` version whose horizon the snapshot was summed up to).
-FOLLOWS = ((EVENTS, RAW_EVENTS), (SESSIONS, EVENTS), (LIFECYCLE, SESSIONS), (LIFECYCLE, RECEIVED_DAYS))
+# Each derived table and the inputs it absorbs, in refresh order (``daily_snapshot`` notes the ``lifecycle``
+# totals it was summed from, and the ``received_days`` version whose horizon it was summed up to).
+FOLLOWS = ((EVENTS, RAW_EVENTS), (SESSIONS, EVENTS), (LIFECYCLE, SESSIONS), (DAILY_SNAPSHOT, LIFECYCLE),
+           (DAILY_SNAPSHOT, RECEIVED_DAYS))  # fmt: skip
 
 ABSORBED = "absorbed"
 # How many of a table's latest commits are searched for its note; past them it is rebuilt whole.
@@ -40,6 +49,7 @@ class Position:
     source: Table
     absorbed: int | None  # the input version the table reflects; None: unknown, rebuild whole
     latest: int  # the input's version now
+    version: int | None = None  # the table's version whose note says so (what to read it at)
 
     @property
     def current(self) -> bool:
@@ -64,11 +74,11 @@ def position(wh: Warehouse, table: Table, source: Table) -> Position:
 
 
 def _position(storage: Storage, table: Table, source: Table, latest: int) -> Position:
-    for _, note in DeltaLog(storage, table).notes(NOTE_HISTORY):
+    for version, note in DeltaLog(storage, table).notes(NOTE_HISTORY):
         absorbed = note.get(ABSORBED, {}).get(source.name)
         if absorbed is not None:
             # A version past the input's latest means the input was recreated: start over.
-            return Position(table, source, absorbed if absorbed <= latest else None, latest)
+            return Position(table, source, absorbed if absorbed <= latest else None, latest, version)
     return Position(table, source, None, latest)
 
 
@@ -82,9 +92,10 @@ def behind(storage: Storage) -> list[Position]:
         if latest is None:
             continue
         at = _position(storage, table, source, latest)
-        if at.absorbed is None or any(
-            log.commit_info(v).get("operation") not in NO_DATA_CHANGE for v in range(at.absorbed + 1, latest + 1)
-        ):
+        after = range(at.absorbed + 1, latest + 1) if at.absorbed is not None else range(0)
+        if at.absorbed is None or not set(after) <= set(log.versions()):  # unknown, or its log cleaned up
+            late.append(at)
+        elif any(log.commit_info(v).get("operation") not in NO_DATA_CHANGE for v in after):
             late.append(at)
     return late
 

@@ -112,7 +112,7 @@ def test_a_day_whose_run_failed_is_asked_for_again_after_its_backoff(runner, dat
     later = planning.ready(planning.landing(Storage(str(data_root))), planning.History.read(runner.instance),
                            now=time.time() + planning.BACKOFF_SECONDS + 1)  # fmt: skip
     [(first, last, key)] = later.requests()
-    assert (first, last) == (R, R) and key.endswith(":1")  # a new run key: the daemon launches it
+    assert (first, last) == (R, R) and key.endswith(":" + attempts.failed_run)  # a new key: the daemon launches it
 
     blocker.unlink()
     runner.ingest_and_refresh(R)  # what that run does, now that the store answers
@@ -131,7 +131,7 @@ def test_late_data_sensor_asks_for_one_refresh_of_what_was_ingested(runner, data
     assert isinstance(request, dg.RunRequest)
     assert_the_daemon_accepts(late_data_sensor, [request], runner.defs)
     assert request.partition_key == R.isoformat()  # the horizon; the changed days are recorded by the run
-    assert request.tags[planning.RECEIVED_DAYS] == R.isoformat()
+    assert request.tags[planning.RECEIVED_DAYS_TAG] == R.isoformat()
 
     runner.refresh(planning.refresh_due(Storage(str(data_root))))  # what the requested run does
     assert isinstance(tick(late_data_sensor, runner, data_root), dg.SkipReason)

@@ -32,16 +32,11 @@ def refresh_snapshot(wh: Warehouse, settings: Settings, repair: bool = False) ->
     """Correct the transition totals by the difference the changed users' session days make, then rewrite
     the snapshot from the totals up to the horizon (``repair``: count every user afresh)."""
     at = ledger.position(wh, LIFECYCLE, SESSIONS)
-    # The horizon moves with every ingest, also one that changes no accepted row (a day of rejects only):
-    # the totals' note records the received_days version whose horizon the snapshot was summed up to.
-    ingested = ledger.position(wh, LIFECYCLE, RECEIVED_DAYS)
-    note = {ledger.ABSORBED: {SESSIONS.name: at.latest, RECEIVED_DAYS.name: ingested.latest}}
     rebuild, feed = rebuilding(wh, at)
     done = Refreshed("incremental" if feed is not None else "up to date", at.latest)
-    totals, commit = wh.read(LIFECYCLE), None
     if rebuild or repair:
         days = wh.read(SESSIONS, at.latest).select("user_key", F.col("session_date").alias("day"))
-        totals, commit = lifecycle.transitions(days, settings).localCheckpoint(), Commit(note)
+        wh.overwrite(LIFECYCLE, lifecycle.transitions(days, settings), at.replacing)
         done.how = "repaired" if repair else "rebuilt whole"
     elif feed is not None:
         sign = F.when(F.col("_change_type").isin(*ADDED), 1).otherwise(-1)
@@ -56,23 +51,29 @@ def refresh_snapshot(wh: Warehouse, settings: Settings, repair: bool = False) ->
         # The users' transitions with their sessions now, minus those with their sessions before: one pass.
         timelines = now.withColumn("weight", F.lit(1)).unionByName(
             before.where("sessions > 0").withColumn("weight", F.lit(-1)))  # fmt: skip
-        totals = lifecycle.combined(totals, lifecycle.transitions(timelines, settings)).localCheckpoint()
-        # The transaction makes the difference applied once, even by two runs that computed it.
-        commit = Commit(note, at.commit.txn)
-    elif not ingested.current:
-        commit = Commit(note)  # the totals as they are, summed up to a new horizon
-    # The snapshot is written before the totals it is summed from: the totals' commit, with its note, is what
-    # says this step is done, so a run that dies between the two is redone whole by the next.
+        # The totals the note describes, whatever another run committed since: its transaction id then makes
+        # this commit a no-op rather than a second application of the same difference.
+        stored = wh.read(LIFECYCLE, at.version)
+        totals = lifecycle.combined(stored, lifecycle.transitions(timelines, settings))
+        wh.overwrite(LIFECYCLE, totals.localCheckpoint(), at.commit)
+    _sum_snapshot(wh, done)
+    return done
+
+
+def _sum_snapshot(wh: Warehouse, done: Refreshed) -> None:
+    """Rewrite the snapshot from the committed totals up to the horizon when a row differs or its note is behind:
+    the note names the ``lifecycle`` and ``received_days`` versions it was summed from, so a run that died before
+    this write, or lost a race to a newer one, leaves the snapshot behind and the next refresh redoes it."""
+    ingested, totals = wh.version(RECEIVED_DAYS), wh.version(LIFECYCLE)  # before the horizon is read
+    note = {ledger.ABSORBED: {LIFECYCLE.name: totals, RECEIVED_DAYS.name: ingested}}
     last = horizon(wh)
     old = {(r.snapshot_date, r.state): r for r in wh.read(DAILY_SNAPSHOT).collect()}
-    new = {(r.snapshot_date, r.state): r for r in lifecycle.snapshot(totals, last).collect()} if last else {}
+    summed = lifecycle.snapshot(wh.read(LIFECYCLE, totals), last).collect() if last else []
+    new = {(r.snapshot_date, r.state): r for r in summed}
     for key in set(old) | set(new):
         if old.get(key) != new.get(key):
             done.days[key[0]] += 1
-    if done.days:
-        rows = wh.spark.createDataFrame(list(new.values()), DAILY_SNAPSHOT.schema)
-        wh.overwrite(DAILY_SNAPSHOT, rows)
-    if commit is not None:
-        wh.overwrite(LIFECYCLE, totals, commit)
+    noted = next((n for _, n in wh.log(DAILY_SNAPSHOT).notes(1)), {})
+    if done.days or noted != note:
+        wh.overwrite(DAILY_SNAPSHOT, wh.spark.createDataFrame(list(new.values()), DAILY_SNAPSHOT.schema), Commit(note))
     done.counts["snapshot_rows_changed"] = sum(done.days.values())
-    return done
