@@ -12,9 +12,16 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 os.environ["TZ"] = "UTC"  # Python-side datetimes from Spark are rendered in the process time zone
 time.tzset()
+
+# Property tests: in CI the same examples every run (a failure repeats); elsewhere new ones each run, with
+# failures kept in .hypothesis/ and replayed first. A failing example is printed with its reproduction blob.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("dev", print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
 @pytest.fixture(scope="session")

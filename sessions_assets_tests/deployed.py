@@ -1,4 +1,4 @@
-"""A deployed Dagster, for tests: ``dagster dev`` as a subprocess, driven through the webserver's GraphQL API.
+"""A deployed Dagster, for tests: ``dg dev`` as a subprocess, driven through the webserver's GraphQL API.
 
 What the UI does is what these helpers do: read sensor ticks, runs and backfills, and launch partition
 backfills, over HTTP on a loopback port. The instance lives in a temporary ``DAGSTER_HOME`` holding the
@@ -29,7 +29,8 @@ def free_port() -> int:
 
 
 class DagsterDev:
-    """``dagster dev`` on this project with its own home and data root; a context manager."""
+    """``dg dev`` (or any command serving the webserver and daemon) on this project with its own home and data
+    root; a context manager."""
 
     def __init__(self, home: Path, env: dict[str, str], command: list[str], log: Path):
         self.home, self.env, self.command, self.log = home, env, command, log
@@ -72,7 +73,7 @@ class DagsterDev:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"dagster dev exited:\n{self.tail()}")
+                raise RuntimeError(f"{self.command[0]} exited:\n{self.tail()}")
             try:
                 data = self.graphql("{ workspaceOrError { __typename ... on Workspace { locationEntries {"
                                     " locationOrLoadError { __typename } } } } }")  # fmt: skip
@@ -85,7 +86,7 @@ class DagsterDev:
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
             time.sleep(1)
-        raise TimeoutError(f"dagster dev did not serve within {timeout} s:\n{self.tail()}")
+        raise TimeoutError(f"{self.command[0]} did not serve within {timeout} s:\n{self.tail()}")
 
     def tail(self, chars: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
