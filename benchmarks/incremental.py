@@ -10,7 +10,11 @@ process the last day, warm and in-process, on copies of the warehouse and the Da
 ``incremental`` (one ``process_job`` run: what the landing sensor launches) and ``full_rebuild``
 (``Runner.ingest``, then a repair of every event day of ``events``, ``sessions`` and ``daily_snapshot``:
 ``sessions-assets repair``).
-Their ``events``, ``sessions`` and ``daily_snapshot`` must be equal. Results go to
+Their ``events``, ``sessions`` and ``daily_snapshot`` must be equal. Two baselines from the seed are timed and
+compared too, each ingesting the day and then recomputing a window of days whole from ``raw_events`` with the
+engine's functions (no ledger, no change feed): ``last_60_days``, and ``touched_days_pm1`` (the event days the
+new day touched, and their neighbours); the snapshot is then summed from every session. Where they differ from
+the full rebuild, the report says how many rows. Results go to
 ``benchmarks/results/incremental.{md,json}``, keeping the rows of earlier invocations.
 """
 
@@ -36,15 +40,19 @@ from pathlib import Path
 
 import dagster as dg
 import pyspark
+from pyspark.sql import functions as F
 
 import sessions_assets
 from sessions_assets.cli.generate import AGENTS, APPS, Visitor, _broken_lines, _message, _redeliver
 from sessions_assets.cli.runner import REFRESHED, Runner
 from sessions_assets.defs import planning
 from sessions_assets.defs.resources import resources, spark_config
+from sessions_assets.engine import dedup, lifecycle
+from sessions_assets.engine.sessionize import sessionize
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import tables
-from sessions_assets.warehouse.delta import Warehouse
+from sessions_assets.warehouse.delta import Warehouse, on_days
+from sessions_assets.warehouse.refresh import horizon
 from sessions_assets.warehouse.storage import Storage
 
 RESULTS = Path(__file__).parent / "results"
@@ -171,17 +179,51 @@ def run_method(spark, method: str, root: Path, day: date, history: int, m: Measu
     inst, run = dagster(root)
     with inst, peak_rss(pids, m):
         started = time.perf_counter()
+        naive = {}
         if method == "incremental":
             runs = [run.ingest_and_refresh(day)]
-        else:  # every day an event can be on: the latest lateness before the first received day, up to tomorrow
+        elif method == "full_rebuild":  # every day an event can be on: the oldest lateness up to tomorrow
             first = day - timedelta(days=history + 1) - LATENESS["months_late"][2]
             runs = [run.ingest(day), run.repair(first, day + timedelta(days=1), set(REFRESHED))]
+        else:
+            runs = [run.ingest(day)]
+            naive = recompute_window(wh, Settings.from_env(data_root=str(root)), baseline_window(wh, method, day))
         wall = time.perf_counter() - started
         steps = {s.step_key: s.end_time - s.start_time for r in runs for s in inst.get_run_step_stats(r.run_id)}
+        steps |= naive
         steps["dagster"] = wall - sum(steps.values())
     m.wall_s.append(round(wall, 2))
     m.steps_s.append({k: round(v, 2) for k, v in steps.items()})
     m.writes = delta_writes(wh, before)
+
+
+BASELINES = ("last_60_days", "touched_days_pm1")
+
+
+def baseline_window(wh: Warehouse, method: str, day: date) -> list[date]:
+    if method == "last_60_days":
+        return [day - timedelta(days=n) for n in range(-1, 60)]
+    touched = wh.read(tables.PARTITION_MAP).where(F.col("received_date") == F.lit(day)).select("event_date")
+    return sorted({d + timedelta(days=k) for (d,) in touched.collect() for k in (-1, 0, 1)})
+
+
+def recompute_window(wh: Warehouse, settings: Settings, days: list[date]) -> dict[str, float]:
+    """Events and sessions of ``days`` recomputed whole from ``raw_events``, the snapshot from every session:
+    what "rebuild the last N days" does. Returns each table's seconds."""
+    seconds, started = {}, time.perf_counter()
+    events_window, sessions_window = on_days("event_date", days), on_days("session_date", days)
+    copies = wh.read(tables.RAW_EVENTS).where(events_window)
+    wh.replace_where(tables.EVENTS, dedup.keep_first(copies).select(*tables.EVENTS.columns), events_window)
+    seconds["events"], started = time.perf_counter() - started, time.perf_counter()
+    window_sessions = sessionize(wh.read(tables.EVENTS).where(events_window), settings).where(sessions_window)
+    wh.replace_where(tables.SESSIONS, window_sessions, sessions_window)
+    seconds["sessions"], started = time.perf_counter() - started, time.perf_counter()
+    every_day = wh.read(tables.SESSIONS).select("user_key", F.col("session_date").alias("day"))
+    totals = lifecycle.transitions(every_day, settings).localCheckpoint()
+    wh.overwrite(tables.LIFECYCLE, totals)
+    wh.overwrite(tables.DAILY_SNAPSHOT, lifecycle.snapshot(totals, horizon(wh)))
+    seconds["daily_snapshot"] = time.perf_counter() - started
+    return seconds
 
 
 def differences(spark, left: Path, right: Path) -> dict[str, dict]:
@@ -189,7 +231,7 @@ def differences(spark, left: Path, right: Path) -> dict[str, dict]:
     found = {}
     for table in COMPARED:
         a, b = (Warehouse(spark, Storage(str(root))).read(table) for root in (left, right))
-        only = {"incremental_only": a.exceptAll(b).cache(), "full_only": b.exceptAll(a).cache()}
+        only = {"incremental_only": a.exceptAll(b).cache(), "full_only": b.exceptAll(a).cache()}  # left, right
         counts = {k: df.count() for k, df in only.items()}
         if any(counts.values()):
             shown = {
@@ -250,14 +292,17 @@ def bench(spark, args, history: int, per_day: int, repeat: int, mode: str) -> di
     """The case's history and what each method measured on it."""
     base, day, phases = prepare(args.workdir, history, per_day, args.seed, args.reuse_history)
     run_method(spark, "incremental", copy_of(base, "warmup"), day, history, Measurement())
-    methods = {"incremental": Measurement(), "full_rebuild": Measurement()}
+    methods = {"incremental": Measurement(), "full_rebuild": Measurement(), **{b: Measurement() for b in BASELINES}}
     for method, m in methods.items():
         for _ in range(repeat if method == "incremental" else 1):
             run_method(spark, method, copy_of(base, method), day, history, m)
-            print(f"  {method:12s} {m.wall_s[-1]:7.1f}s  {m.steps_s[-1]}  load {m.load[-1]}", flush=True)
-    diff = differences(spark, base.parent / "incremental", base.parent / "full_rebuild")
-    methods["incremental"].differences = diff
-    print("  incremental = full rebuild" if not diff else f"  DIFFERENT: {json.dumps(diff, default=str)[:3000]}")
+            print(f"  {method:16s} {m.wall_s[-1]:7.1f}s  {m.steps_s[-1]}  load {m.load[-1]}", flush=True)
+    for method in ("incremental", *BASELINES):
+        diff = differences(spark, base.parent / method, base.parent / "full_rebuild")
+        methods[method].differences = diff
+        print(
+            f"  {method} = full rebuild" if not diff else f"  {method} DIFFERENT: {json.dumps(diff, default=str)[:600]}"
+        )
     measured = {k: asdict(m) for k, m in methods.items()}
     return dict(mode=mode, history=history, events_per_day=per_day, **phases, methods=measured)
 
@@ -276,7 +321,8 @@ def _row(case: dict, method: str) -> str:
     steps = [_stat([t.get(s, 0.0) for t in m["steps_s"]]) for s in ("ingest", *REFRESHED, "dagster")]
     versus = ["", ""]
     if m is not full:
-        versus = [f"{min(m['wall_s']) / min(full['wall_s']):.2f}", "**NO**" if m["differences"] else "yes"]
+        wrong = sum(d["incremental_only"] + d["full_only"] for d in m["differences"].values())
+        versus = [f"{min(m['wall_s']) / min(full['wall_s']):.2f}", f"**NO**: {wrong:,} rows" if wrong else "yes"]
     return (
         f"| {case['mode']} | {case['history']} | {case['events_per_day']:,} | {method} | {len(m['wall_s'])} "
         f"| {_stat(m['wall_s'])} | {' | '.join(steps)} | {sum(t['rows'] for t in w):,} "
@@ -297,7 +343,9 @@ def markdown(report: dict) -> str:
         "Warm, in one process. Wall = the run (incremental: one run that ingests and refreshes; full rebuild: an",
         "ingest run and a repair run) (min, or min / median); steps from Dagster's step",
         "stats, `dagster` = the rest. Rows written, data files +/-: every table's commits' `operationMetrics`.",
-        "Peak RSS: this process + the Spark driver JVM. `÷ full`: incremental wall / full-rebuild wall.", "",
+        "Peak RSS: this process + the Spark driver JVM. `÷ full`: wall / full-rebuild wall; `= full`: equal to the",
+        "full rebuild, or how many rows differ. The baselines recompute a window from `raw_events` outside Dagster",
+        "(their step columns: the window's events, sessions, and the snapshot from every session).", "",
         "| mode | H | events/day | method | runs | wall s | ingest s | events s | sessions s | snapshot s | dagster s "
         "| rows written | files +/- | peak RSS MB | load | ÷ full | = full |",
         "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|",
