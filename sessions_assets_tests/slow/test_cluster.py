@@ -1,7 +1,7 @@
 """The pipeline on a real standalone Spark cluster: ``sessions-assets run`` with ``SPARK_MASTER=spark://...``.
 
 The driver runs in the CLI's process; the tasks run in executors the master starts on two workers, which
-load Delta's jars from the driver (``spark.jars.packages``) and start Python workers with this interpreter.
+load Delta's jars from the driver (``spark.jars``) and start Python workers with this interpreter.
 Two received days first, then a third whose late events reach back into theirs; then every table
 equals the oracle's full recompute and a third run finds nothing to do.
 """
