@@ -304,7 +304,7 @@ def bench(spark, args, history: int, per_day: int, repeat: int, mode: str) -> di
             f"  {method} = full rebuild" if not diff else f"  {method} DIFFERENT: {json.dumps(diff, default=str)[:600]}"
         )
     measured = {k: asdict(m) for k, m in methods.items()}
-    return dict(mode=mode, history=history, events_per_day=per_day, **phases, methods=measured)
+    return dict(mode=mode, history=history, events_per_day=per_day, **phases, methods=measured, commit=commit())
 
 
 # --- reporting ------------------------------------------------------------------------------------------
@@ -337,9 +337,10 @@ def markdown(report: dict) -> str:
     )
     return "\n".join([
         "# One more received day: incremental against a full rebuild", "",
-        f"{report['machine']}; measured {report['date']} on code at commit {report['commit']}. The machine was",
-        "shared with other Spark jobs: `load` is the 1/5/15-minute load average when the row's first timed run",
-        "started. Spark: " + ", ".join(f"`{k}={v}`" for k, v in report["spark"].items()) + ".",
+        f"{report['machine']}; last measured {report['date']}, each case on the code at its commit: "
+        + ", ".join(f"{c['mode']} H={c['history']} {c['events_per_day']:,}/day at {c.get('commit', report['commit'])}"
+                    for c in cases) + ".",
+        "`load` is the 1/5/15-minute load average when the row's first timed run started. Spark: " + ", ".join(f"`{k}={v}`" for k, v in report["spark"].items()) + ".",
         "Warm, in one process. Wall = the run (incremental: one run that ingests and refreshes; full rebuild: an",
         "ingest run and a repair run) (min, or min / median); steps from Dagster's step",
         "stats, `dagster` = the rest. Rows written, data files +/-: every table's commits' `operationMetrics`.",

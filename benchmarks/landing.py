@@ -19,10 +19,12 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sessions_assets.cli.generate import generate_landing_zone
-from sessions_assets.defs import planning
-from sessions_assets.warehouse.storage import Storage
-from sessions_assets_tests.deployed import PROJECT, DagsterDev
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' dg dev harness
+
+from sessions_assets.cli.generate import generate_landing_zone  # noqa: E402
+from sessions_assets.defs import planning  # noqa: E402
+from sessions_assets.warehouse.storage import Storage  # noqa: E402
+from sessions_assets_tests.deployed import PROJECT, DagsterDev  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 
