@@ -12,6 +12,7 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
 from sessions_assets.defs.failures import run_step
+from sessions_assets.defs.metadata import table
 from sessions_assets.defs.partitions import ANY_RECEIVED_DAY, SAME_DAY, SESSION_NEIGHBOURS, bounds, daily
 from sessions_assets.defs.resources import PipelineResource
 from sessions_assets.warehouse.refresh import Refreshed, refresh_events, refresh_sessions, refresh_snapshot
@@ -41,18 +42,10 @@ def _results(context: dg.AssetExecutionContext, done: Refreshed, **result):
             "input_version_absorbed": done.absorbed if done.absorbed is not None else -1,
             **done.counts,
             "days_changed": len(done.days),
-            **{name: _table(rows) for name, rows in done.tables.items()},
+            **{name: table(rows) for name, rows in done.tables.items()},
         },
         **result,
     )
-
-
-def _table(rows: list[dict]) -> dg.MetadataValue:
-    """Rows as a table the UI renders."""
-    columns = list(rows[0]) if rows else ["value"]
-    schema = dg.TableSchema(columns=[dg.TableColumn(c, "int" if rows and isinstance(rows[0][c], int) else "string")
-                                     for c in columns])  # fmt: skip
-    return dg.MetadataValue.table([dg.TableRecord(row) for row in rows], schema=schema)
 
 
 @dg.asset(

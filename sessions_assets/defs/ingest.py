@@ -12,6 +12,7 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
 from sessions_assets.defs.failures import run_step
+from sessions_assets.defs.metadata import table
 from sessions_assets.defs.partitions import daily
 from sessions_assets.defs.resources import PipelineResource
 from sessions_assets.warehouse.ingest import ingest_days
@@ -19,14 +20,10 @@ from sessions_assets.warehouse.storage import Storage
 
 
 def _per_day(done) -> dg.MetadataValue:
-    """A row per received day, as a table the UI renders."""
-    columns = ["received_day", "lines", "accepted", "rejected", "event_days", "fingerprint"]
-    schema = dg.TableSchema(columns=[dg.TableColumn(c, "string" if c in ("received_day", "fingerprint") else "int")
-                                     for c in columns])  # fmt: skip
-    rows = [dg.TableRecord({"received_day": day.isoformat(), "lines": d.lines, "accepted": d.accepted,
-                            "rejected": d.rejected, "event_days": len(d.event_days), "fingerprint": d.fingerprint})
-            for day, d in sorted(done.items())]  # fmt: skip
-    return dg.MetadataValue.table(rows, schema=schema)
+    """A row per received day."""
+    return table([{"received_day": day.isoformat(), "lines": d.lines, "accepted": d.accepted, "rejected": d.rejected,
+                   "event_days": len(d.event_days), "fingerprint": d.fingerprint}
+                  for day, d in sorted(done.items())])  # fmt: skip
 
 
 @dg.multi_asset(

@@ -55,8 +55,10 @@ def one_line(error: BaseException) -> str:
     """What went wrong, in one line: the innermost Java cause of a Spark error, else the error's first line."""
     text = str(error)
     causes = re.findall(r"Caused by: ([\w.$]+(?:Exception|Error)[^\n]*)", text)
-    line = causes[-1] if causes else next((s for s in text.splitlines() if s.strip()), "")
-    return f"{type(error).__name__}: {line.strip()}"[:500] if not causes else line.strip()[:500]
+    if causes:
+        return causes[-1].strip()[:500]
+    first = next((s for s in text.splitlines() if s.strip()), "")
+    return f"{type(error).__name__}: {first.strip()}"[:500]
 
 
 class DeltaLog:

@@ -88,14 +88,15 @@ def behind(storage: Storage) -> list[Position]:
     late = []
     for table, source in FOLLOWS:
         log = DeltaLog(storage, source)
-        latest = log.version()
-        if latest is None:
+        versions = log.versions()
+        if not versions:
             continue
-        at = _position(storage, table, source, latest)
-        after = range(at.absorbed + 1, latest + 1) if at.absorbed is not None else range(0)
-        if at.absorbed is None or not set(after) <= set(log.versions()):  # unknown, or its log cleaned up
-            late.append(at)
-        elif any(log.commit_info(v).get("operation") not in NO_DATA_CHANGE for v in after):
+        at = _position(storage, table, source, versions[-1])
+        if (
+            at.absorbed is None
+            or (at.absorbed < versions[-1] and at.absorbed + 1 not in versions)  # log cleaned up: rebuild whole
+            or any(log.commit_info(v).get("operation") not in NO_DATA_CHANGE for v in versions if v > at.absorbed)
+        ):
             late.append(at)
     return late
 
