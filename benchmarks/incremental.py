@@ -52,7 +52,7 @@ from sessions_assets.engine.sessionize import sessionize
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import tables
 from sessions_assets.warehouse.delta import Warehouse, on_days
-from sessions_assets.warehouse.refresh import horizon
+from sessions_assets.warehouse.ledger import horizon
 from sessions_assets.warehouse.storage import Storage
 
 RESULTS = Path(__file__).parent / "results"
@@ -221,7 +221,7 @@ def recompute_window(wh: Warehouse, settings: Settings, days: list[date]) -> dic
     every_day = wh.read(tables.SESSIONS).select("user_key", F.col("session_date").alias("day"))
     totals = lifecycle.transitions(every_day, settings).localCheckpoint()
     wh.overwrite(tables.LIFECYCLE, totals)
-    wh.overwrite(tables.DAILY_SNAPSHOT, lifecycle.snapshot(totals, horizon(wh)))
+    wh.overwrite(tables.DAILY_SNAPSHOT, lifecycle.snapshot(totals, horizon(wh.storage)))
     seconds["daily_snapshot"] = time.perf_counter() - started
     return seconds
 

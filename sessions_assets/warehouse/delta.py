@@ -117,10 +117,15 @@ class Warehouse:
         return self.storage.table_uri(table.name)
 
     def delta(self, table: Table) -> DeltaTable:
-        if table.name not in self._ready:
-            self._create(table)
-            self._ready.add(table.name)
+        self._ensure(table)
         return DeltaTable.forPath(self.spark, self.uri(table))
+
+    def _ensure(self, table: Table) -> None:
+        """Create the table on first use; one that has a log is taken as it is (a listing, no Spark)."""
+        if table.name not in self._ready:
+            if not DeltaLog(self.storage, table).versions():
+                self._create(table)
+            self._ready.add(table.name)
 
     def _create(self, table: Table) -> None:
         """Create the table unless it exists; if another process creates it at the same moment, wait for it."""
@@ -150,15 +155,15 @@ class Warehouse:
 
     def read(self, table: Table, version: int | None = None) -> DataFrame:
         """The table's columns (not the generated partition column), at ``version`` if given."""
-        if version is None:
-            df = self.delta(table).toDF()
-        else:
-            self.delta(table)
-            df = self.spark.read.format("delta").option("versionAsOf", version).load(self.uri(table))
+        self._ensure(table)
+        reader = self.spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        df = reader.load(self.uri(table))
         return df.select(*table.columns)
 
     def log(self, table: Table) -> DeltaLog:
-        self.delta(table)
+        self._ensure(table)
         return DeltaLog(self.storage, table)
 
     def version(self, table: Table) -> int:
@@ -166,7 +171,7 @@ class Warehouse:
 
     def change_feed(self, table: Table, first: int, last: int) -> DataFrame:
         """Rows changed by versions ``first..last``, with ``_change_type`` (Delta's change data feed)."""
-        self.delta(table)
+        self._ensure(table)
         return (
             self.spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", first)
             .option("endingVersion", last).load(self.uri(table)).select(*table.columns, "_change_type")
@@ -186,7 +191,7 @@ class Warehouse:
 
         ``LITE`` finds them in the log instead of listing every file (seconds instead of ~20 s a table here);
         Delta refuses it when the log no longer reaches back to the last full vacuum, and then it is ``FULL``."""
-        self.delta(table)
+        self._ensure(table)
         for mode in ("LITE", "FULL"):
             try:
                 self.spark.sql(f"VACUUM delta.`{self.uri(table)}` RETAIN {int(retain_hours)} HOURS {mode}").collect()
@@ -210,16 +215,16 @@ class Warehouse:
 
     def replace_where(self, table: Table, rows: DataFrame, condition: str, commit: Commit = Commit()) -> None:
         """Make the rows matching ``condition`` exactly ``rows``, in one commit."""
-        self.delta(table)
+        self._ensure(table)
         self._writer(self._prepared(table, rows), commit).option("replaceWhere", condition).save(self.uri(table))
 
     def overwrite(self, table: Table, rows: DataFrame, commit: Commit = Commit()) -> None:
         """Replace the whole table with ``rows``, in one commit."""
-        self.delta(table)
+        self._ensure(table)
         self._writer(self._prepared(table, rows), commit).save(self.uri(table))
 
     def append(self, table: Table, rows: DataFrame, commit: Commit = Commit()) -> None:
-        self.delta(table)
+        self._ensure(table)
         self._writer(self._prepared(table, rows), commit, mode="append").save(self.uri(table))
 
     def _writer(self, rows: DataFrame, commit: Commit, mode: str = "overwrite"):

@@ -137,6 +137,11 @@ def received(storage: Storage) -> dict[date, Received]:
     }
 
 
+def horizon(storage: Storage) -> date | None:
+    """The data's horizon: the latest received day with a line in it, accepted or rejected."""
+    return max((r.day for r in received(storage).values() if r.accepted + r.rejected), default=None)
+
+
 def changes(wh: Warehouse, at: Position) -> DataFrame | None:
     """The input's rows changed since ``at.absorbed``, or None when its log no longer holds those versions
     (cleaned up after ``delta.logRetentionDuration``): then the table is rebuilt whole."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import date
-
 from pyspark.sql import functions as F
 
 from sessions_assets.engine import lifecycle
@@ -14,18 +12,9 @@ from sessions_assets.warehouse.refresh.outcome import ADDED, Refreshed, rebuildi
 from sessions_assets.warehouse.tables import (
     DAILY_SNAPSHOT,
     LIFECYCLE,
-    RAW_EVENTS,
     RECEIVED_DAYS,
-    REJECTED_EVENTS,
     SESSIONS,
 )
-
-
-def horizon(wh: Warehouse) -> date | None:
-    """The data's horizon: the latest received day with a line in it, accepted or rejected (each a partition
-    value of its table, which Delta answers from its log)."""
-    latest = [wh.read(t).agg(F.max("received_date")).head()[0] for t in (RAW_EVENTS, REJECTED_EVENTS)]
-    return max((d for d in latest if d is not None), default=None)
 
 
 def refresh_snapshot(wh: Warehouse, settings: Settings, repair: bool = False) -> Refreshed:
@@ -66,7 +55,7 @@ def _sum_snapshot(wh: Warehouse, done: Refreshed) -> None:
     this write, or lost a race to a newer one, leaves the snapshot behind and the next refresh redoes it."""
     ingested, totals = wh.version(RECEIVED_DAYS), wh.version(LIFECYCLE)  # before the horizon is read
     note = {ledger.ABSORBED: {LIFECYCLE.name: totals, RECEIVED_DAYS.name: ingested}}
-    last = horizon(wh)
+    last = ledger.horizon(wh.storage)
     old = {(r.snapshot_date, r.state): r for r in wh.read(DAILY_SNAPSHOT).collect()}
     summed = lifecycle.snapshot(wh.read(LIFECYCLE, totals), last).collect() if last else []
     new = {(r.snapshot_date, r.state): r for r in summed}
