@@ -1,51 +1,64 @@
 """Every tunable of the pipeline, in one place, with the data contract's defaults.
 
-The engine and the warehouse take a ``Settings``; the Dagster resource (``defs/resources.py``) builds one
-from its config, whose defaults come from the environment (``Settings.from_env``). The README's
-configuration table lists the variables.
+``Settings`` is the one model: the engine and the warehouse take one, and the Dagster resource
+(``defs/resources.py``) *is* one, so the UI shows these fields, their descriptions and the values in force.
+A deployment sets them with ``SESSIONS_<FIELD>`` variables, read once when the definitions load
+(``Settings.from_env``); the README's configuration table lists them.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
 from datetime import date, timedelta
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 ENV_PREFIX = "SESSIONS_"
 
 
-@dataclass(frozen=True)
-class Settings:
+class SettingsError(ValueError):
+    """A setting a user gave is not valid; the message names the variable and the rule."""
+
+
+class Settings(BaseModel):
     """Where the data lives and the acceptance, session and lifecycle rules."""
 
-    # ``$ROOT``: a local path or an object-store URI (``s3a://``, ``abfss://``, ``gs://``).
-    data_root: str = "data"
-    # The first partition day; events before it are ``too_late``.
-    start_date: str = "2020-01-01"
-    max_future_skew_minutes: int = 60
-    max_lateness_days: int = 400
-    session_gap_minutes: int = 30
-    max_session_hours: int = 24
-    # Lifecycle: lapsing 1..lapsing_days idle days, dormant up to dormant_days, churned after.
-    lapsing_days: int = 7
-    dormant_days: int = 30
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    def __post_init__(self) -> None:
+    data_root: str = Field("data", description="$ROOT: a local path or an s3a://, abfss:// or gs:// URI.")
+    start_date: str = Field(
+        "2020-01-01",
+        description="The first partition day (read when the definitions load); earlier events are too_late.",
+    )
+    max_future_skew_minutes: int = Field(60, description="A timestamp more than this after receivedAt is rejected.")
+    max_lateness_days: int = Field(400, description="A timestamp more than this before receivedAt is rejected.")
+    session_gap_minutes: int = Field(30, description="A longer gap between a person's events starts a new session.")
+    max_session_hours: int = Field(24, description="No session lasts longer: the first event past it starts the next.")
+    lapsing_days: int = Field(7, description="Idle days (1..this) a user is lapsing.")
+    dormant_days: int = Field(30, description="Idle days up to which a user is dormant; churned after.")
+
+    @model_validator(mode="after")
+    def _rules_hold(self) -> Settings:
         if not 1 <= self.lapsing_days < self.dormant_days:
             raise ValueError("lapsing_days must be at least 1 and below dormant_days")
         if self.session_gap_minutes <= 0 or self.max_session_hours <= 0:
             raise ValueError("session_gap_minutes and max_session_hours must be positive")
         date.fromisoformat(self.start_date)
+        return self
 
     @classmethod
     def from_env(cls, **overrides) -> Settings:
-        """Defaults from ``SESSIONS_<FIELD>`` (``SESSIONS_DATA_ROOT``, ``SESSIONS_START_DATE``, ...)."""
-        values = {}
-        for f in fields(cls):
-            raw = os.environ.get(ENV_PREFIX + f.name.upper())
-            if raw is not None:
-                values[f.name] = int(raw) if f.type == "int" else raw
-        return cls(**{**values, **overrides})
+        """The settings from ``SESSIONS_<FIELD>`` variables (``SESSIONS_DATA_ROOT``, ...), then ``overrides``."""
+        names = (ENV_PREFIX + name.upper() for name in Settings.model_fields)
+        given = {name[len(ENV_PREFIX) :].lower(): os.environ[name] for name in names if name in os.environ}
+        try:
+            return cls(**{**given, **overrides})
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{ENV_PREFIX + str(e['loc'][0]).upper() if e['loc'] else 'settings'}: {e['msg']}"
+                for e in error.errors()
+            )
+            raise SettingsError(problems) from None
 
     @property
     def first_day(self) -> date:

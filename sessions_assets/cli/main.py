@@ -20,7 +20,7 @@ import sys
 import time
 from datetime import date
 
-from sessions_assets.cli.runner import REFRESHED
+from sessions_assets.settings import SettingsError
 
 
 def _storage(args: argparse.Namespace, landing: bool = True):
@@ -63,6 +63,8 @@ def _ingest_lines(metadata: dict) -> list[str]:
 
 def _refresh_line(metadata: dict) -> str:
     parts = []
+    from sessions_assets.cli.runner import REFRESHED
+
     for asset in REFRESHED:
         m = metadata.get(asset, {})
         counts = ", ".join(f"{k} {v}" for k, v in m.items() if isinstance(v, int) and k != "input_version_absorbed")
@@ -134,11 +136,11 @@ def status(args: argparse.Namespace) -> int:
 
 
 def repair(args: argparse.Namespace) -> int:
-    from sessions_assets.cli.runner import RunFailed, Runner, open_instance
+    from sessions_assets.cli.runner import REFRESHED, RunFailed, Runner, open_instance
     from sessions_assets.defs.resources import resources
     from sessions_assets.settings import Settings
 
-    tables = set(args.tables.split(","))
+    tables = set(args.tables.split(",")) if args.tables else set(REFRESHED)
     if not tables <= set(REFRESHED):
         raise SystemExit(f"sessions-assets: --tables takes {', '.join(REFRESHED)}")
     first, last = args.first, args.last or args.first
@@ -217,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     fix.add_argument("--data-root", **root)
     fix.add_argument("--from", dest="first", type=_day, required=True)
     fix.add_argument("--to", dest="last", type=_day)
-    fix.add_argument("--tables", default=",".join(REFRESHED))
+    fix.add_argument("--tables", help="comma-separated (default: events,sessions,daily_snapshot)")
     fix.set_defaults(func=repair)
     upkeep = sub.add_parser("maintain", help="compact the tables and remove files no recent version reads")
     upkeep.add_argument("--data-root", **root)
@@ -229,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         return args.func(args)
+    except SettingsError as error:
+        print(f"sessions-assets: a SESSIONS_* setting is not valid: {error}", file=sys.stderr)
+        return 2
     except SystemExit as stop:
         if isinstance(stop.code, str):
             print(stop.code, file=sys.stderr)

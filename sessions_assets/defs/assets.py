@@ -86,7 +86,7 @@ def sessions(
     """Sessions by start day (a gap and a cap from the pipeline's settings), numbered per user, with landing page,
     source and device: only the chains that changed are recomputed."""
     repair = _days(context) if config.rebuild else None
-    done = run_step(context, lambda: refresh_sessions(pipeline.warehouse(spark), pipeline.settings, repair))
+    done = run_step(context, lambda: refresh_sessions(pipeline.warehouse(spark), pipeline, repair))
     gaps = done.counts.pop("users_misnumbered", 0)
     check = dg.AssetCheckResult(
         check_name=NUMBERING_CHECK, passed=gaps == 0,
@@ -105,7 +105,5 @@ def daily_snapshot(
     context: dg.AssetExecutionContext, config: RefreshConfig, spark: LazyPySparkResource, pipeline: PipelineResource
 ):
     """Users on hand per lifecycle state at the end of each day, up to the latest received day."""
-    done = run_step(
-        context, lambda: refresh_snapshot(pipeline.warehouse(spark), pipeline.settings, repair=config.rebuild)
-    )
+    done = run_step(context, lambda: refresh_snapshot(pipeline.warehouse(spark), pipeline, repair=config.rebuild))
     yield from _results(context, done)

@@ -29,8 +29,8 @@ def sessions_do_not_overlap(spark: LazyPySparkResource, pipeline: PipelineResour
 @dg.asset_check(asset="sessions", description="No session lasts longer than max_session_hours.")
 def sessions_within_cap(spark: LazyPySparkResource, pipeline: PipelineResource) -> dg.AssetCheckResult:
     sessions = pipeline.warehouse(spark).read(SESSIONS)
-    hours = pipeline.settings.max_session_hours
-    return _result(invariants.overlong_sessions(sessions, pipeline.settings), "sessions over the cap", max_hours=hours)
+    hours = pipeline.max_session_hours
+    return _result(invariants.overlong_sessions(sessions, pipeline), "sessions over the cap", max_hours=hours)
 
 
 @dg.asset_check(asset="sessions", description="Every user's sessions are numbered 1..n in start order.")

@@ -42,7 +42,7 @@ def ingest(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeli
     # Taken before the files are read: a file that changes during the read makes its day due again.
     storage = Storage(pipeline.data_root)
     fingerprints = {day: storage.fingerprint(day) for day in days}
-    done = run_step(context, lambda: ingest_days(pipeline.warehouse(spark), pipeline.settings, fingerprints))
+    done = run_step(context, lambda: ingest_days(pipeline.warehouse(spark), pipeline, fingerprints))
     reasons: dict[str, int] = {}
     for d in done.values():
         for reason, n in d.reasons.items():

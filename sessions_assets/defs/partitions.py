@@ -11,13 +11,13 @@ from datetime import date
 
 import dagster as dg
 
-from sessions_assets.settings import Settings
+from sessions_assets.defs.resources import CONFIGURED
 
 # A device clock may run up to ``max_future_skew`` ahead of ``receivedAt``, so a day received today can
 # hold events of tomorrow: tomorrow's partition must exist (end_offset=2: up to tomorrow).
 FUTURE_DAYS = 2
 daily = dg.DailyPartitionsDefinition(
-    start_date=Settings.from_env().start_date, timezone="UTC", end_offset=FUTURE_DAYS, fmt="%Y-%m-%d"
+    start_date=CONFIGURED.start_date, timezone="UTC", end_offset=FUTURE_DAYS, fmt="%Y-%m-%d"
 )
 
 # Lineage for the UI: sessions starting on day D are mostly decided by events of D-1..D+1. A chain under

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shlex
 import tempfile
-from dataclasses import asdict
 from typing import Any
 
 import dagster as dg
@@ -86,32 +85,24 @@ class SparkResource(LazyPySparkResource):
             self._spark_session = spark_session_from_config(config)
 
 
-class PipelineResource(dg.ConfigurableResource):
-    """Where the data lives and the contract's rules (``settings.py``), as resource config the UI shows."""
-
-    data_root: str = Settings().data_root
-    start_date: str = Settings().start_date
-    max_future_skew_minutes: int = Settings().max_future_skew_minutes
-    max_lateness_days: int = Settings().max_lateness_days
-    session_gap_minutes: int = Settings().session_gap_minutes
-    max_session_hours: int = Settings().max_session_hours
-    lapsing_days: int = Settings().lapsing_days
-    dormant_days: int = Settings().dormant_days
-
-    @property
-    def settings(self) -> Settings:
-        return Settings(**self.model_dump())
+class PipelineResource(dg.ConfigurableResource, Settings):
+    """The pipeline's settings (``settings.py``) as a resource: its config is those fields, so the UI shows the
+    rules in force, and the engine is given the resource itself."""
 
     def warehouse(self, spark: LazyPySparkResource) -> Warehouse:
         return Warehouse(spark.spark_session, Storage(self.data_root))
 
 
+# Read once, when the definitions load: the partitions' first day and the resource's defaults agree.
+CONFIGURED = Settings.from_env()
+
+
 def resources(settings: Settings | None = None, **spark_overrides: Any) -> dict:
     """The resources of a deployment (``SESSIONS_*`` and ``SPARK_*`` variables) or of a test (``settings``)."""
-    settings = settings or Settings.from_env()
+    settings = settings or CONFIGURED
     return {
         "spark": SparkResource(spark_config=spark_config(**spark_overrides)),
-        "pipeline": PipelineResource(**asdict(settings)),
+        "pipeline": PipelineResource(**settings.model_dump()),
     }
 
 
