@@ -15,7 +15,7 @@ from datetime import timedelta
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from sessions_assets.engine.sessionize import SESSION_COLUMNS, interval
+from sessions_assets.engine.sessionize import SESSION_COLUMNS, starts_chain
 
 # What chaining needs of a stored session; the rest is only written.
 STORED_COLUMNS = ("session_id", "user_key", "session_number", "session_start", "session_end", "session_date")
@@ -34,7 +34,7 @@ def touched_chains(stored: DataFrame, dirty: DataFrame, gap: timedelta) -> DataF
                      F.lit(False).alias("_stored"), F.lit(True).alias("_dirty")))  # fmt: skip
     by_user = Window.partitionBy("user_key").orderBy("_from", "_to")
     reach = F.max("_to").over(by_user.rowsBetween(Window.unboundedPreceding, -1))
-    starts = reach.isNull() | (F.col("_from") > reach + interval(gap))
+    starts = starts_chain(F.col("_from"), reach, gap)
     chained = spans.withColumn(
         "_chain", F.sum(starts.cast("int")).over(by_user.rowsBetween(Window.unboundedPreceding, 0))
     )
