@@ -22,7 +22,7 @@ from sessions_assets_tests.landing import landing_lines
 
 SESSION_COLUMNS = SESSIONS.columns
 SNAPSHOT_COLUMNS = DAILY_SNAPSHOT.columns
-EVENT_COLUMNS = ("message_id", "user_key", "type", "event", "timestamp", "received_at", "page_path", "referrer",
+ORACLE_EVENT_FIELDS = ("message_id", "user_key", "type", "event", "timestamp", "received_at", "page_path", "referrer",
                  "utm_source", "utm_medium", "utm_campaign", "user_agent", "device_type", "event_date")  # fmt: skip
 
 
@@ -62,8 +62,8 @@ def assert_tables_match_oracle(wh: Warehouse, root: Path, oracle: dict | None = 
     line_rejects = wh.read(REJECTED_EVENTS).where("payload IS NOT NULL")
     assert rows(line_rejects, ["received_date", "payload", "reason"]) == Counter(
         (date.fromisoformat(d), payload, reason) for d, payload, reason in oracle["rejected"])  # fmt: skip
-    assert rows(wh.read(EVENTS), EVENT_COLUMNS) == oracle_rows(
-        [expected_event(e) for e in oracle["events"]], EVENT_COLUMNS
+    assert rows(wh.read(EVENTS), ORACLE_EVENT_FIELDS) == oracle_rows(
+        [expected_event(e) for e in oracle["events"]], ORACLE_EVENT_FIELDS
     )
     assert_same(rows(wh.read(SESSIONS), SESSION_COLUMNS), oracle_rows(oracle["sessions"], SESSION_COLUMNS), "sessions")
     assert_same(rows(wh.read(DAILY_SNAPSHOT), SNAPSHOT_COLUMNS), oracle_rows(oracle["snapshot"], SNAPSHOT_COLUMNS),

@@ -15,19 +15,23 @@ from datetime import timedelta
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from sessions_assets.engine.schema import schema
 from sessions_assets.settings import Settings
 
 ORDER = ("timestamp", "message_id")
 # What sessionizing reads of an event.
-EVENT_COLUMNS = (
+SESSIONIZED = (
     "user_key", "timestamp", "message_id", "type", "event", "page_path", "referrer", "utm_source", "utm_medium",
     "utm_campaign", "device_class", "device_type",
 )  # fmt: skip
-SESSION_COLUMNS = (
-    "session_id", "user_key", "session_number", "session_start", "session_end", "duration_seconds", "num_events",
-    "page_views", "first_event", "last_event", "landing_path", "exit_path", "referrer", "utm_source", "utm_medium",
-    "utm_campaign", "device_type", "ended_by_cap", "session_date",
-)  # fmt: skip
+# The sessions table's columns: what ``sessionize`` returns and what is stored (``warehouse/tables.py``).
+SESSION_SCHEMA = schema(
+    "session_id string, user_key string, session_number long, session_start timestamp, session_end timestamp, "
+    "duration_seconds double, num_events long, page_views long, first_event string, last_event string, "
+    "landing_path string, exit_path string, referrer string, utm_source string, utm_medium string, "
+    "utm_campaign string, device_type string, ended_by_cap boolean, session_date date"
+)
+SESSION_COLUMNS = tuple(SESSION_SCHEMA.fieldNames())
 CAMPAIGN = ("utm_source", "utm_medium", "utm_campaign")
 
 
@@ -50,10 +54,16 @@ def session_id(user_key: Column, session_start: Column) -> Column:
     return F.substring(F.sha2(F.concat_ws("|", user_key, start), 256), 1, 32)
 
 
+def starts_chain(moment: Column, reach: Column, gap: timedelta) -> Column:
+    """The gap rule: ``moment`` starts a new chain when nothing came before it (``reach`` null) or it is more
+    than ``gap`` after the latest moment so far (exactly the gap does not split)."""
+    return reach.isNull() | (moment > reach + interval(gap))
+
+
 def _chained(events: DataFrame, gap: timedelta) -> DataFrame:
     """Events with ``chain`` (a per-user number), ``new_chain``, ``prev_ts`` and the chain's extent."""
     df = events.withColumn("prev_ts", F.lag("timestamp").over(_by_user()))
-    df = df.withColumn("new_chain", F.col("prev_ts").isNull() | (F.col("timestamp") > F.col("prev_ts") + interval(gap)))
+    df = df.withColumn("new_chain", starts_chain(F.col("timestamp"), F.col("prev_ts"), gap))
     df = df.withColumn("chain", _running_count(F.col("new_chain")))
     by_chain = Window.partitionBy("user_key", "chain")
     return df.withColumn("chain_start", F.min("timestamp").over(by_chain)).withColumn(
@@ -89,8 +99,8 @@ def _first(value: Column, last: bool = False, when: Column | None = None) -> Col
 
 
 def sessionize(events: DataFrame, settings: Settings) -> DataFrame:
-    """The sessions of ``events`` (``EVENT_COLUMNS``), numbered as if they were all of their users' events."""
-    chained = _chained(events.select(*EVENT_COLUMNS), settings.session_gap)
+    """The sessions of ``events`` (``SESSIONIZED``), numbered as if they were all of their users' events."""
+    chained = _chained(events.select(*SESSIONIZED), settings.session_gap)
     df = chained.join(_cap_cuts(chained, settings.max_session), ["user_key", "chain"], "left")
     # Among events sharing a cut timestamp only the first in order starts the session.
     at_cut = F.coalesce(F.array_contains("cuts", F.col("timestamp")), F.lit(False)) & (

@@ -121,11 +121,22 @@ class Warehouse:
         return DeltaTable.forPath(self.spark, self.uri(table))
 
     def _ensure(self, table: Table) -> None:
-        """Create the table on first use; one that has a log is taken as it is (a listing, no Spark)."""
+        """Create the table on first use, or add the columns its spec has gained since it was stored."""
         if table.name not in self._ready:
             if not DeltaLog(self.storage, table).versions():
                 self._create(table)
+            else:
+                self._add_columns(table)
             self._ready.add(table.name)
+
+    def _add_columns(self, table: Table) -> None:
+        """Schema evolution: a column of the spec that the stored table lacks is added (null in the rows
+        already stored, until a repair recomputes them; the README says how)."""
+        stored = set(self.spark.read.format("delta").load(self.uri(table)).columns)
+        missing = [f for f in table.schema.fields if f.name not in stored]
+        if missing:
+            added = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+            self.spark.sql(f"ALTER TABLE delta.`{self.uri(table)}` ADD COLUMNS ({added})")
 
     def _create(self, table: Table) -> None:
         """Create the table unless it exists; if another process creates it at the same moment, wait for it."""

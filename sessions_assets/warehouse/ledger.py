@@ -29,8 +29,8 @@ from sessions_assets.warehouse.tables import (
     Table,
 )
 
-# Commits that change no row: compaction and the two marks a VACUUM leaves in the log.
-NO_DATA_CHANGE = ("OPTIMIZE", "VACUUM START", "VACUUM END")
+# Commits that change no row: compaction, the two marks a VACUUM leaves in the log, and a column added.
+NO_DATA_CHANGE = ("OPTIMIZE", "VACUUM START", "VACUUM END", "ADD COLUMNS")
 # Each derived table and the inputs it absorbs, in refresh order (``daily_snapshot`` notes the ``lifecycle``
 # totals it was summed from, and the ``received_days`` version whose horizon it was summed up to).
 FOLLOWS = ((EVENTS, RAW_EVENTS), (SESSIONS, EVENTS), (LIFECYCLE, SESSIONS), (DAILY_SNAPSHOT, LIFECYCLE),

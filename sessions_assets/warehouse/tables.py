@@ -15,19 +15,11 @@ from dataclasses import dataclass
 
 from pyspark.sql import types as T
 
-_TYPES = {
-    "string": T.StringType(), "timestamp": T.TimestampType(), "date": T.DateType(), "long": T.LongType(),
-    "boolean": T.BooleanType(), "double": T.DoubleType(), "int": T.IntegerType(),
-    "array<date>": T.ArrayType(T.DateType()),
-}  # fmt: skip
+from sessions_assets.engine.schema import schema
+from sessions_assets.engine.sessionize import SESSION_SCHEMA
 
 CHANGE_FEED = ("delta.enableChangeDataFeed", "true")
 DELETION_VECTORS = ("delta.enableDeletionVectors", "true")
-
-
-def _schema(columns: str) -> T.StructType:
-    """``"name type, ..."`` -> StructType (tables are declared at import, before any Spark session)."""
-    return T.StructType([T.StructField(n, _TYPES[t]) for n, t in (c.split() for c in columns.split(","))])
 
 
 @dataclass(frozen=True)
@@ -61,7 +53,7 @@ _ATTRIBUTES = (
 
 RAW_EVENTS = Table(
     "raw_events",
-    _schema(
+    schema(
         "message_id string, message_hash long, type string, event string, user_id string, anonymous_id string, "
         "user_key string, "
         f"timestamp timestamp, received_at timestamp, event_date date, {_ATTRIBUTES}, source_file string, "
@@ -72,12 +64,12 @@ RAW_EVENTS = Table(
 )
 REJECTED_EVENTS = Table(
     "rejected_events",
-    _schema("payload string, reason string, detail string, source_file string, received_date date"),
+    schema("payload string, reason string, detail string, source_file string, received_date date"),
     partition="received_date",
 )
 PARTITION_MAP = Table(
     "partition_map",
-    _schema("received_date date, event_date date, events long"),
+    schema("received_date date, event_date date, events long"),
     sort_by=("received_date", "event_date"),
 )
 # What each received day's latest ingest read and wrote, written after its rows: the landing folder's
@@ -86,7 +78,7 @@ PARTITION_MAP = Table(
 # its commit made (the received days a refresh has not absorbed are those past ``events``' note).
 RECEIVED_DAYS = Table(
     "received_days",
-    _schema(
+    schema(
         "received_date date, fingerprint string, lines long, accepted long, rejected long, event_days array<date>, "
         "raw_version long, ingested_at timestamp"
     ),
@@ -94,7 +86,7 @@ RECEIVED_DAYS = Table(
 )
 EVENTS = Table(
     "events",
-    _schema(
+    schema(
         "message_id string, message_hash long, user_key string, user_id string, anonymous_id string, type string, "
         f"event string, timestamp timestamp, received_at timestamp, received_date date, {_ATTRIBUTES}, event_date date"
     ),
@@ -104,12 +96,7 @@ EVENTS = Table(
 )
 SESSIONS = Table(
     "sessions",
-    _schema(
-        "session_id string, user_key string, session_number long, session_start timestamp, session_end timestamp, "
-        "duration_seconds double, num_events long, page_views long, first_event string, last_event string, "
-        "landing_path string, exit_path string, referrer string, utm_source string, utm_medium string, "
-        "utm_campaign string, device_type string, ended_by_cap boolean, session_date date"
-    ),
+    SESSION_SCHEMA,
     partition=_monthly("session_date"),
     sort_by=("session_date", "user_key", "session_start"),
     properties=(CHANGE_FEED, DELETION_VECTORS),
@@ -117,19 +104,19 @@ SESSIONS = Table(
 # Transition totals per (day, state), future days included: what the snapshot is summed from.
 LIFECYCLE = Table(
     "lifecycle",
-    _schema("day date, state string, entered long, exited long, began_exited long"),
+    schema("day date, state string, entered long, exited long, began_exited long"),
     sort_by=("day", "state"),
 )
 DAILY_SNAPSHOT = Table(
     "daily_snapshot",
-    _schema(
+    schema(
         "snapshot_date date, state string, users_on_hand long, users_entered long, users_exited long, "
         "avg_days_in_state double, sum_days_in_state long"
     ),
     sort_by=("snapshot_date", "state"),
 )
 # Each user agent seen, classified once (``engine/devices.py`` is slow per agent).
-USER_AGENTS = Table("user_agents", _schema("user_agent string, device_class string"), sort_by=("user_agent",))
+USER_AGENTS = Table("user_agents", schema("user_agent string, device_class string"), sort_by=("user_agent",))
 
 ALL = (
     RAW_EVENTS,

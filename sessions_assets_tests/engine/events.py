@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 
 from sessions_assets.engine.devices import device_class
-from sessions_assets.engine.sessionize import EVENT_COLUMNS
+from sessions_assets.engine.sessionize import SESSIONIZED
 from sessions_assets_tests.landing import DESKTOP, PHONE, TABLET
 
 BASE = datetime(2024, 3, 1, 22, 0, tzinfo=UTC)  # streams straddle midnights
 _ids = itertools.count()
-SCHEMA = ", ".join(f"{c} {'timestamp' if c == 'timestamp' else 'string'}" for c in EVENT_COLUMNS)
+SCHEMA = ", ".join(f"{c} {'timestamp' if c == 'timestamp' else 'string'}" for c in SESSIONIZED)
 
 
 def ev(at: datetime, user: str = "u1", **fields) -> dict:
@@ -29,7 +29,7 @@ def frame(spark: SparkSession, events: list[dict]) -> DataFrame:
     for e in events:
         agent = e.get("user_agent")
         values = {**e, "device_class": device_class(agent) if agent else None}
-        rows.append(tuple(values.get(c) for c in EVENT_COLUMNS))
+        rows.append(tuple(values.get(c) for c in SESSIONIZED))
     return spark.createDataFrame(rows, SCHEMA)
 
 

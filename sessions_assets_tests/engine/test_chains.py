@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sessions_assets.engine import chains
-from sessions_assets.engine.sessionize import EVENT_COLUMNS, SESSION_COLUMNS, sessionize
+from sessions_assets.engine.sessionize import SESSION_COLUMNS, SESSIONIZED, sessionize
 from sessions_assets.settings import Settings
 from sessions_assets_tests import reference
 from sessions_assets_tests.engine.events import BASE, ev, frame, streams
@@ -44,7 +44,7 @@ def refresh(spark, old: list[dict], added: list[dict], removed: list[dict]) -> l
     dirty = spark.createDataFrame(moments, "user_key string, dirty_from timestamp, dirty_to timestamp")
     narrow = stored.select(*chains.STORED_COLUMNS)
     touched = chains.touched_chains(narrow, dirty, GAP).localCheckpoint()
-    events = chains.within(frame(spark, new).select(*EVENT_COLUMNS), touched.where("has_stored"))
+    events = chains.within(frame(spark, new).select(*SESSIONIZED), touched.where("has_stored"))
     events = events.unionByName(chains.within(frame(spark, added), touched.where("not has_stored")))
     ops = chains.changes(narrow, touched, sessionize(events, Settings()))
     stored_rows = [r.asDict() for r in stored.collect()]

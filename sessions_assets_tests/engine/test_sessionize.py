@@ -65,3 +65,10 @@ def test_attributes_and_numbers(spark):
 @given(events=streams())
 def test_random_streams(spark, events):
     assert_like_the_oracle(spark, events)
+
+
+def test_sessionize_returns_exactly_the_stored_tables_columns_and_types(spark):
+    from sessions_assets.warehouse.tables import SESSIONS
+
+    produced = sessionize(frame(spark, [ev(BASE)]), Settings()).schema
+    assert [(f.name, f.dataType) for f in produced.fields] == [(f.name, f.dataType) for f in SESSIONS.schema.fields]

@@ -30,3 +30,23 @@ def test_the_log_read_without_spark_is_deltas_history(warehouse, spark):
     notes = dict(log.notes(limit=10))
     assert notes == {h.version: json.loads(h.userMetadata) for h in history
                      if h.userMetadata and h.version > log.version() - 10}  # fmt: skip
+
+
+def test_a_column_the_spec_gains_is_added_to_the_stored_table_and_is_null_until_repaired(warehouse, spark):
+    from dataclasses import replace
+
+    from pyspark.sql import types as T
+
+    from sessions_assets.warehouse.delta import Warehouse
+    from sessions_assets.warehouse.ledger import NO_DATA_CHANGE
+
+    older = replace(PARTITION_MAP, schema=T.StructType(PARTITION_MAP.schema.fields[:2]))
+    warehouse.overwrite(older, spark.createDataFrame([(date(2024, 3, 1), date(2024, 3, 2))], older.schema))
+    grown = Warehouse(spark, warehouse.storage)  # a later run, whose spec has the column
+    assert [tuple(r) for r in grown.read(PARTITION_MAP).collect()] == [(date(2024, 3, 1), date(2024, 3, 2), None)]
+    log = DeltaLog(warehouse.storage, PARTITION_MAP)
+    assert log.commit_info(log.version())["operation"] in NO_DATA_CHANGE  # no refresh is due for it
+    grown.overwrite(
+        PARTITION_MAP, spark.createDataFrame([(date(2024, 3, 1), date(2024, 3, 2), 5)], PARTITION_MAP.schema)
+    )
+    assert [tuple(r) for r in grown.read(PARTITION_MAP).collect()] == [(date(2024, 3, 1), date(2024, 3, 2), 5)]

@@ -9,7 +9,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from sessions_assets.engine import chains
-from sessions_assets.engine.sessionize import EVENT_COLUMNS, sessionize
+from sessions_assets.engine.sessionize import SESSIONIZED, sessionize
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import ledger
 from sessions_assets.warehouse.delta import Commit, Warehouse, on_days
@@ -39,7 +39,7 @@ def refresh_sessions(wh: Warehouse, settings: Settings, repair: tuple[date, date
         return rebuilt(wh, SESSIONS, "session_date", at)
     done = Refreshed("incremental" if feed is not None else "up to date", at.latest)
     if feed is not None:
-        columns = [*EVENT_COLUMNS, "event_date"]
+        columns = [*SESSIONIZED, "event_date"]
         added = feed.where(F.col("_change_type").isin(*ADDED)).select(*columns)
         removed = feed.where(F.col("_change_type").isin(*REMOVED)).select(*columns)
         added, removed = added.exceptAll(removed).localCheckpoint(), removed.exceptAll(added)
@@ -99,10 +99,10 @@ def _resessionize(
     touched = chains.touched_chains(stored, dirty, settings.session_gap).localCheckpoint()
     read = touched if added is None else touched.where("has_stored")
     days = days_in(read.select(F.explode(F.sequence(F.to_date("chain_start"), F.to_date("chain_end"))).alias("d")), "d")
-    events = wh.read(EVENTS, events_version).where(F.col("event_date").isin(days)).select(*EVENT_COLUMNS)
+    events = wh.read(EVENTS, events_version).where(F.col("event_date").isin(days)).select(*SESSIONIZED)
     fresh = chains.within(events, read)
     if added is not None:
-        fresh = fresh.unionByName(chains.within(added.select(*EVENT_COLUMNS), touched.where("not has_stored")))
+        fresh = fresh.unionByName(chains.within(added.select(*SESSIONIZED), touched.where("not has_stored")))
     ops = chains.changes(stored, touched, sessionize(fresh, settings).localCheckpoint()).localCheckpoint()
     stored_days = _summarise_sessions(ops, done)
     if not stored_days:

@@ -1,0 +1,22 @@
+"""Column lists written as DDL (``"name type, ..."``), read into Spark schemas without a Spark session: each
+table's columns are declared once, beside the code that produces them, and imported where they are stored."""
+
+from __future__ import annotations
+
+from pyspark.sql import types as T
+
+_TYPES = {
+    "string": T.StringType(),
+    "timestamp": T.TimestampType(),
+    "date": T.DateType(),
+    "long": T.LongType(),
+    "boolean": T.BooleanType(),
+    "double": T.DoubleType(),
+    "int": T.IntegerType(),
+    "array<date>": T.ArrayType(T.DateType()),
+}
+
+
+def schema(ddl: str) -> T.StructType:
+    """``"name type, ..."`` -> a StructType (every column nullable)."""
+    return T.StructType([T.StructField(n, _TYPES[t]) for n, t in (c.split() for c in ddl.split(","))])
