@@ -11,6 +11,7 @@ the days in state from the sum of the days each stay began.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date
 
 from pyspark.sql import Column, DataFrame, Window
@@ -30,57 +31,26 @@ def _n(day: Column) -> Column:
     return F.datediff(day, F.lit(EPOCH))
 
 
-def _move(day: Column, state: str | Column, sign: int, began: Column, when: Column) -> Column:
-    """A transition record (entering when ``sign`` is 1, exiting when -1), or null where ``when`` does not hold."""
-    state = F.lit(state) if isinstance(state, str) else state
-    return F.when(
-        when, F.struct(day.alias("day"), state.alias("state"), F.lit(sign).alias("sign"), began.alias("began"))
-    )
-
-
 def transitions(session_days: DataFrame, settings: Settings) -> DataFrame:
     """Per (``day``, ``state``): ``TOTALS`` over the users of ``session_days`` (``user_key``, ``day``: a day
     with a session). With a ``weight`` column, each (user, weight) is a separate timeline counted that many
     times: +1 and -1 timelines of the same users give the difference their change makes, in one pass."""
-    lapsing, dormant = settings.lapsing_days, settings.dormant_days
     weight = F.col("weight") if "weight" in session_days.columns else F.lit(1)
-    days = session_days.select("user_key", weight.alias("weight"), _n(F.col("day")).alias("s")).distinct()
+    days = session_days.select("user_key", weight.alias("weight"), _n(F.col("day")).alias("today")).distinct()
     timeline = ("user_key", "weight")
-    by_user = Window.partitionBy(*timeline).orderBy("s")
+    by_user = Window.partitionBy(*timeline).orderBy("today")
     days = days.withColumns({
-        "p": F.lag("s").over(by_user),
-        "n": F.lead("s").over(by_user),
-        "first": F.min("s").over(Window.partitionBy(*timeline)),
+        "previous": F.lag("today").over(by_user),  # the user's session day before this one
+        "next": F.lead("today").over(by_user),  # and after it
+        "first": F.min("today").over(Window.partitionBy(*timeline)),
     })  # fmt: skip
-    days = days.withColumn(
-        "run", F.sum((F.col("p").isNull() | (F.col("s") - F.col("p") > 1)).cast("int")).over(by_user)
-    )
-    days = days.withColumn("run_start", F.min("s").over(Window.partitionBy(*timeline, "run")))
-    s, p, n, first = F.col("s"), F.col("p"), F.col("n"), F.col("first")
-    # The active stay holding day s began at its run's start, or the day after a first day that opened it.
-    active_from = F.when(F.col("run_start") == first, first + 1).otherwise(F.col("run_start"))
-    idle_before = s - p - 1  # idle days ending the day before s
-    idle_state = F.when(idle_before <= lapsing, "lapsing").when(idle_before <= dormant, "dormant").otherwise("churned")
-    idle_began = (
-        F.when(idle_before <= lapsing, p + 1).when(idle_before <= dormant, p + lapsing + 1).otherwise(p + dormant + 1)
-    )
-    ends_run = n.isNull() | (n > s + 1)
-    quiet_until = lambda k: ends_run & (n.isNull() | (n > s + k))  # noqa: E731 - still idle on day s + k
-    is_first = s == first
-    records = F.array(
-        _move(s, "new", 1, s, p.isNull()),
-        _move(s, "new", -1, first, (p == s - 1) & (p == first)),
-        _move(s, "active", 1, s, p.isNotNull() & ((p < s - 1) | (p == first))),
-        _move(s, idle_state, -1, idle_began, p < s - 1),
-        _move(s + 1, "new", -1, first, ends_run & is_first),
-        _move(s + 1, "active", -1, active_from, ends_run & ~is_first),
-        _move(s + 1, "lapsing", 1, s + 1, ends_run),
-        _move(s + lapsing + 1, "lapsing", -1, s + 1, quiet_until(lapsing + 1)),
-        _move(s + lapsing + 1, "dormant", 1, s + lapsing + 1, quiet_until(lapsing + 1)),
-        _move(s + dormant + 1, "dormant", -1, s + lapsing + 1, quiet_until(dormant + 1)),
-        _move(s + dormant + 1, "churned", 1, s + dormant + 1, quiet_until(dormant + 1)),
-    )
-    moves = days.select("weight", F.explode(records).alias("m")).where(F.col("m").isNotNull()).select("weight", "m.*")
+    # A run: consecutive session days. Its first day tells when an active stay began.
+    after_a_break = F.col("previous").isNull() | (F.col("today") - F.col("previous") > 1)
+    days = days.withColumn("run", F.sum(after_a_break.cast("int")).over(by_user))
+    days = days.withColumn("run_start", F.min("today").over(Window.partitionBy(*timeline, "run")))
+    columns = _transition_columns(settings)
+    moves = F.array(*[_move(t, columns) for t in TRANSITIONS])
+    moves = days.select("weight", F.explode(moves).alias("m")).where(F.col("m").isNotNull()).select("weight", "m.*")
     entering, leaving = F.col("sign") == 1, F.col("sign") == -1
     count = lambda when, value=F.lit(1): F.coalesce(F.sum(F.when(when, value * F.col("weight"))), F.lit(0))  # noqa: E731, B008
     totals = moves.groupBy(F.date_add(F.lit(EPOCH), F.col("day")).alias("day"), "state").agg(
@@ -89,6 +59,83 @@ def transitions(session_days: DataFrame, settings: Settings) -> DataFrame:
         count(leaving, F.col("began")).cast("long").alias("began_exited"),
     )
     return totals.where(" OR ".join(f"{c} != 0" for c in TOTALS))
+
+
+@dataclass(frozen=True)
+class Transition:
+    """A user entering (``sign`` 1) or leaving (-1) ``state`` on ``day``, for a session day where ``when``
+    holds; ``began`` is the day the stay that is left began (for an entry, ``day`` itself). Each field names a
+    column of ``_transition_columns``."""
+
+    name: str
+    day: str
+    state: str
+    sign: int
+    began: str
+    when: str
+
+
+ENTERS, LEAVES = 1, -1
+# What one session day ("today") sets off, in the user's timeline of session days.
+TRANSITIONS = (
+    Transition("first session: enters new", "today", "new", ENTERS, "today", "is_first"),
+    Transition("second day in a row: leaves new", "today", "new", LEAVES, "first", "new_to_active"),
+    Transition("back, or on after the first day: enters active", "today", "active", ENTERS, "today", "starts_active"),
+    Transition("back after idle days: leaves the idle state", "today", "idle_state", LEAVES, "idle_began", "is_back"),
+    Transition("first day, then idle: leaves new", "tomorrow", "new", LEAVES, "first", "first_then_idle"),
+    Transition("active, then idle: leaves active", "tomorrow", "active", LEAVES, "active_from", "active_then_idle"),
+    Transition("then idle: enters lapsing", "tomorrow", "lapsing", ENTERS, "tomorrow", "ends_run"),
+    Transition("idle past lapsing: leaves lapsing", "dormant_from", "lapsing", LEAVES, "tomorrow", "quiet_to_dormant"),
+    Transition("idle past lapsing: enters dormant", "dormant_from", "dormant", ENTERS, "dormant_from", "quiet_to_dormant"),
+    Transition("idle past dormant: leaves dormant", "churned_from", "dormant", LEAVES, "dormant_from", "quiet_to_churned"),
+    Transition("idle past dormant: enters churned", "churned_from", "churned", ENTERS, "churned_from", "quiet_to_churned"),
+)  # fmt: skip
+
+
+def _transition_columns(settings: Settings) -> dict[str, Column]:
+    """The days, states and conditions the transitions are written in, from a row of session days
+    (``today``, ``previous``, ``next``, ``first``, ``run_start``; days as numbers)."""
+    lapsing, dormant = settings.lapsing_days, settings.dormant_days
+    today, previous, next_, first = F.col("today"), F.col("previous"), F.col("next"), F.col("first")
+    idle_before = today - previous - 1  # idle days ending yesterday
+    ends_run = next_.isNull() | (next_ > today + 1)  # tomorrow is idle
+
+    def quiet_until(k: int) -> Column:  # still idle on day today + k
+        return ends_run & (next_.isNull() | (next_ > today + k))
+
+    return {
+        "today": today,
+        "tomorrow": today + 1,
+        "first": first,
+        "dormant_from": today + lapsing + 1,
+        "churned_from": today + dormant + 1,
+        # The active stay holding today began at its run's start, or the day after a first day that opened it.
+        "active_from": F.when(F.col("run_start") == first, first + 1).otherwise(F.col("run_start")),
+        "idle_state": F.when(idle_before <= lapsing, "lapsing")
+        .when(idle_before <= dormant, "dormant")
+        .otherwise("churned"),
+        "idle_began": F.when(idle_before <= lapsing, previous + 1)
+        .when(idle_before <= dormant, previous + lapsing + 1)
+        .otherwise(previous + dormant + 1),
+        "is_first": previous.isNull(),
+        "new_to_active": (previous == today - 1) & (previous == first),
+        "starts_active": previous.isNotNull() & ((previous < today - 1) | (previous == first)),
+        "is_back": previous < today - 1,
+        "first_then_idle": ends_run & (today == first),
+        "active_then_idle": ends_run & (today != first),
+        "ends_run": ends_run,
+        "quiet_to_dormant": quiet_until(lapsing + 1),
+        "quiet_to_churned": quiet_until(dormant + 1),
+    }
+
+
+def _move(t: Transition, columns: dict[str, Column]) -> Column:
+    """The transition's record, or null where its condition does not hold."""
+    state = columns[t.state] if t.state in columns else F.lit(t.state)
+    record = F.struct(
+        columns[t.day].alias("day"), state.alias("state"), F.lit(t.sign).alias("sign"), columns[t.began].alias("began")
+    )
+    return F.when(columns[t.when], record)
 
 
 def combined(*totals: DataFrame) -> DataFrame:

@@ -68,3 +68,33 @@ def test_a_correction_by_difference_equals_a_recount(spark, before, after, horiz
     corrected = lifecycle.combined(old_totals, lifecycle.transitions(timelines, Settings()))
     actual = rows(lifecycle.snapshot(corrected, day(horizon)), SNAPSHOT_COLUMNS)
     assert_same(actual, expected(new, horizon, Settings()), "daily_snapshot")
+
+
+# Each transition, set off by one user's session days (lapsing 7, dormant 30): the (day, state) total it adds
+# to, as (entered, exited, the day the stay left began; None for an entry).
+EACH_TRANSITION = {
+    "first session: enters new": ([0], 0, "new", (1, 0, None)),
+    "second day in a row: leaves new": ([0, 1], 1, "new", (0, 1, 0)),
+    "back, or on after the first day: enters active": ([0, 1], 1, "active", (1, 0, None)),
+    "back after idle days: leaves the idle state": ([0, 5], 5, "lapsing", (0, 1, 1)),
+    "first day, then idle: leaves new": ([0], 1, "new", (0, 1, 0)),
+    "active, then idle: leaves active": ([0, 1], 2, "active", (0, 1, 1)),
+    "then idle: enters lapsing": ([0], 1, "lapsing", (1, 0, None)),
+    "idle past lapsing: leaves lapsing": ([0], 8, "lapsing", (0, 1, 1)),
+    "idle past lapsing: enters dormant": ([0], 8, "dormant", (1, 0, None)),
+    "idle past dormant: leaves dormant": ([0], 31, "dormant", (0, 1, 8)),
+    "idle past dormant: enters churned": ([0], 31, "churned", (1, 0, None)),
+}
+
+
+def test_every_transition_has_a_case():
+    assert sorted(EACH_TRANSITION) == sorted(t.name for t in lifecycle.TRANSITIONS)
+
+
+@pytest.mark.parametrize("name", EACH_TRANSITION)
+def test_transition(spark, name):
+    timeline, on, state, (entered, exited, began) = EACH_TRANSITION[name]
+    totals = lifecycle.transitions(session_days(spark, [("ann", n) for n in timeline]), Settings())
+    found = {(r.day, r.state): (r.entered, r.exited, r.began_exited) for r in totals.collect()}
+    epoch_days = (day(0) - lifecycle.EPOCH).days
+    assert found[(day(on), state)] == (entered, exited, 0 if began is None else began + epoch_days)
