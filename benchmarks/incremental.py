@@ -44,8 +44,9 @@ from pyspark.sql import functions as F
 
 import sessions_assets
 from sessions_assets.cli.generate import AGENTS, APPS, Visitor, _broken_lines, _message, _redeliver
-from sessions_assets.cli.runner import REFRESHED, Runner
+from sessions_assets.cli.runner import Runner
 from sessions_assets.defs import planning
+from sessions_assets.defs.jobs import DERIVED
 from sessions_assets.defs.resources import resources, spark_config
 from sessions_assets.engine import dedup, lifecycle
 from sessions_assets.engine.sessionize import sessionize
@@ -184,7 +185,7 @@ def run_method(spark, method: str, root: Path, day: date, history: int, m: Measu
             runs = [run.ingest_and_refresh(day)]
         elif method == "full_rebuild":  # every day an event can be on: the oldest lateness up to tomorrow
             first = day - timedelta(days=history + 1) - LATENESS["months_late"][2]
-            runs = [run.ingest(day), run.repair(first, day + timedelta(days=1), set(REFRESHED))]
+            runs = [run.ingest(day), run.repair(first, day + timedelta(days=1), set(DERIVED))]
         else:
             runs = [run.ingest(day)]
             naive = recompute_window(wh, Settings.from_env(data_root=str(root)), baseline_window(wh, method, day))
@@ -268,7 +269,7 @@ def prepare(workdir: Path, history: int, per_day: int, seed: int, reuse: bool) -
     with inst:
         run.ingest(days[0], days[-2])
         phases["ingest_s"] = round(time.perf_counter() - started, 1)
-        run.refresh(planning.refresh_due(Storage(str(base))))
+        run.refresh(planning.backlog(Storage(str(base))))
     phases["load_s"] = round(time.perf_counter() - started, 1)
     phases["build_s"], phases["load_after"] = round(phases["load_s"] - phases["ingest_s"], 1), os.getloadavg()
     print(f"H={history}: loaded in {phases['load_s']}s (ingests {phases['ingest_s']}s, "
@@ -318,7 +319,7 @@ def _stat(values: list[float]) -> str:
 def _row(case: dict, method: str) -> str:
     m, full = case["methods"][method], case["methods"]["full_rebuild"]
     w, load = m["writes"].values(), " ".join(f"{x:.1f}" for x in m["load"][0])
-    steps = [_stat([t.get(s, 0.0) for t in m["steps_s"]]) for s in ("ingest", *REFRESHED, "dagster")]
+    steps = [_stat([t.get(s, 0.0) for t in m["steps_s"]]) for s in ("ingest", *DERIVED, "dagster")]
     versus = ["", ""]
     if m is not full:
         wrong = sum(d["incremental_only"] + d["full_only"] for d in m["differences"].values())

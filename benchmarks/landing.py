@@ -32,7 +32,7 @@ RESULTS = Path(__file__).parent / "results"
 def settle(dev: DagsterDev, storage: Storage, timeout: float = 900) -> float:
     started = time.monotonic()
     while time.monotonic() - started < timeout:
-        if not planning.landing(storage).due and planning.refresh_due(storage) is None and dev.idle():
+        if not planning.landing(storage).due and planning.backlog(storage) is None and dev.idle():
             return time.monotonic() - started
         time.sleep(1)
     raise TimeoutError(f"not settled in {timeout} s:\n{dev.tail()}")

@@ -63,9 +63,9 @@ def _ingest_lines(metadata: dict) -> list[str]:
 
 def _refresh_line(metadata: dict) -> str:
     parts = []
-    from sessions_assets.cli.runner import REFRESHED
+    from sessions_assets.defs.jobs import DERIVED
 
-    for asset in REFRESHED:
+    for asset in DERIVED:
         m = metadata.get(asset, {})
         counts = ", ".join(f"{k} {v}" for k, v in m.items() if isinstance(v, int) and k != "input_version_absorbed")
         parts.append(f"{asset} {m.get('refresh', '?')}" + (f" ({counts})" if counts else ""))
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     landing = planning.landing(storage)
     for line in landing.describe_ignored():
         print(f"Skipped landing folder {line}")
-    spans, refresh = planning.ranges(landing.due), planning.refresh_due(storage)
+    spans, refresh = planning.ranges(landing.due), planning.backlog(storage)
     if not spans and refresh is None:
         print(f"Nothing to do: every received day under {storage.landing} is processed.")
         return 0
@@ -112,7 +112,7 @@ def status(args: argparse.Namespace) -> int:
 
     storage = _storage(args)
     landing = planning.landing(storage)
-    refresh = planning.refresh_due(storage)
+    refresh = planning.backlog(storage)
     with open_instance(args.data_root) as instance:
         history = planning.History.read(instance)
         now = time.time()
@@ -136,13 +136,14 @@ def status(args: argparse.Namespace) -> int:
 
 
 def repair(args: argparse.Namespace) -> int:
-    from sessions_assets.cli.runner import REFRESHED, RunFailed, Runner, open_instance
+    from sessions_assets.cli.runner import RunFailed, Runner, open_instance
+    from sessions_assets.defs.jobs import DERIVED
     from sessions_assets.defs.resources import resources
     from sessions_assets.settings import Settings
 
-    tables = set(args.tables.split(",")) if args.tables else set(REFRESHED)
-    if not tables <= set(REFRESHED):
-        raise SystemExit(f"sessions-assets: --tables takes {', '.join(REFRESHED)}")
+    tables = set(args.tables.split(",")) if args.tables else set(DERIVED)
+    if not tables <= set(DERIVED):
+        raise SystemExit(f"sessions-assets: --tables takes {', '.join(DERIVED)}")
     first, last = args.first, args.last or args.first
     _storage(args, landing=False)
     with open_instance(args.data_root) as instance:

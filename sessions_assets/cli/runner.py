@@ -18,7 +18,6 @@ from sessions_assets import definitions
 from sessions_assets.defs import planning
 from sessions_assets.warehouse.storage import Storage
 
-REFRESHED = ("events", "sessions", "daily_snapshot")
 # Runs log to the instance (the UI shows them); the console hears only about problems.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -84,7 +83,7 @@ class Runner:
         sensor launches)."""
         return self._execute("process_job", _partitions(first, last))
 
-    def refresh(self, due: planning.RefreshDue) -> Step:
+    def refresh(self, due: planning.Backlog) -> Step:
         """The refresh the late-data sensor would launch."""
         return self._execute("refresh_job", {"tags": due.tags, "partition_key": due.partition_key})
 
@@ -104,7 +103,7 @@ class Runner:
         due = planning.landing(self.storage).due
         steps = [self.ingest_and_refresh(first, last) for first, last in planning.ranges(due)]
         if not steps:
-            refresh = planning.refresh_due(self.storage)
+            refresh = planning.backlog(self.storage)
             steps = [self.refresh(refresh)] if refresh is not None else []
         return steps, steps[-1] if steps else None
 

@@ -1,6 +1,6 @@
 """The derived assets: each brings its table up to date with its input, or repairs the run's partitions.
 
-A run covers a partition or a range of days (``planning.RefreshDue``, a ``process_job`` run, a UI backfill); whatever it covers, each
+A run covers a partition or a range of days (``planning.Backlog``, a ``process_job`` run, a UI backfill); whatever it covers, each
 asset applies every change its input has that it has not absorbed yet (``warehouse/refresh/``), so a
 re-run changes nothing. With ``rebuild: true`` in the run config it also recomputes the run's partitions
 whole from their inputs, the way to repair days whatever happened to them.
@@ -15,13 +15,13 @@ from sessions_assets.defs.failures import run_step
 from sessions_assets.defs.metadata import table
 from sessions_assets.defs.partitions import ANY_RECEIVED_DAY, SAME_DAY, SESSION_NEIGHBOURS, bounds, daily
 from sessions_assets.defs.resources import PipelineResource
-from sessions_assets.warehouse.refresh import Refreshed, refresh_events, refresh_sessions, refresh_snapshot
+from sessions_assets.warehouse.refresh import Outcome, refresh_events, refresh_sessions, refresh_snapshot
 
 SINGLE_RUN = dg.BackfillPolicy.single_run()
 NUMBERING_CHECK = "session_numbers_run_without_gaps"
 
 
-class RefreshConfig(dg.Config):
+class RepairConfig(dg.Config):
     rebuild: bool = False  # recompute the run's partitions whole from their inputs (a repair)
 
 
@@ -30,7 +30,7 @@ def _days(context: dg.AssetExecutionContext) -> tuple[date, date]:
     return date.fromisoformat(keys.start), date.fromisoformat(keys.end)
 
 
-def _results(context: dg.AssetExecutionContext, done: Refreshed, **result):
+def _results(context: dg.AssetExecutionContext, done: Outcome, **result):
     """A materialization of each other partition whose rows changed, then the run's own result."""
     own, (lo, hi) = set(context.partition_keys), bounds()
     for day, rows in sorted(done.days.items()):
@@ -58,7 +58,7 @@ def _results(context: dg.AssetExecutionContext, done: Refreshed, **result):
     group_name="sessions",
 )
 def events(
-    context: dg.AssetExecutionContext, config: RefreshConfig, spark: LazyPySparkResource, pipeline: PipelineResource
+    context: dg.AssetExecutionContext, config: RepairConfig, spark: LazyPySparkResource, pipeline: PipelineResource
 ):
     """Accepted events by event day, one row per ``messageId``: the first-received copy, wherever it landed."""
     done = run_step(
@@ -81,7 +81,7 @@ def events(
     ],  # fmt: skip
 )
 def sessions(
-    context: dg.AssetExecutionContext, config: RefreshConfig, spark: LazyPySparkResource, pipeline: PipelineResource
+    context: dg.AssetExecutionContext, config: RepairConfig, spark: LazyPySparkResource, pipeline: PipelineResource
 ):
     """Sessions by start day (a gap and a cap from the pipeline's settings), numbered per user, with landing page,
     source and device: only the chains that changed are recomputed."""
@@ -102,7 +102,7 @@ def sessions(
     group_name="sessions",
 )
 def daily_snapshot(
-    context: dg.AssetExecutionContext, config: RefreshConfig, spark: LazyPySparkResource, pipeline: PipelineResource
+    context: dg.AssetExecutionContext, config: RepairConfig, spark: LazyPySparkResource, pipeline: PipelineResource
 ):
     """Users on hand per lifecycle state at the end of each day, up to the latest received day."""
     done = run_step(context, lambda: refresh_snapshot(pipeline.warehouse(spark), pipeline, repair=config.rebuild))

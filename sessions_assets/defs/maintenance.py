@@ -29,7 +29,7 @@ def compact_and_vacuum(
             f"{table.name}: {metrics.get('numRemovedFiles', 0)} files into {metrics.get('numAddedFiles', 0)}"
         )
     # A refresh that is due still has to read its input's change feed: keep those files until it has.
-    if planning.refresh_due(pipeline.warehouse(spark).storage) is not None:
+    if planning.backlog(pipeline.warehouse(spark).storage) is not None:
         context.log.info("a refresh is due: VACUUM waits for the next maintenance run")
         return
     for table in ALL:

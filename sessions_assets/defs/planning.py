@@ -216,7 +216,7 @@ def ready(landing: Landing, history: History, now: float | None = None) -> Ready
 
 
 @dataclass(frozen=True)
-class RefreshDue:
+class Backlog:
     """What one run of ``events``, ``sessions`` and ``daily_snapshot`` does after some received days.
 
     The run is for the latest received day ingested: the partition every refresh changes (the snapshot runs up
@@ -250,7 +250,7 @@ class RefreshDue:
         return f"received {received} touched {touched}; refresh up to {self.latest_day}"
 
 
-def refresh_due(storage: Storage) -> RefreshDue | None:
+def backlog(storage: Storage) -> Backlog | None:
     """The refresh the warehouse calls for: the received days whose rows ``events`` has not absorbed, the
     event days they touched, and the latest received day; None when every derived table is current."""
     late = ledger.behind(storage)
@@ -264,4 +264,4 @@ def refresh_due(storage: Storage) -> RefreshDue | None:
     latest = max(records, default=None) or bounds()[1]
     event_days = tuple(sorted({d for r in fresh for d in r.event_days}))
     inputs = ",".join(f"{at.source.name}@{at.latest}" for at in late)
-    return RefreshDue(tuple(sorted(r.day for r in fresh)), event_days, latest, inputs)
+    return Backlog(tuple(sorted(r.day for r in fresh)), event_days, latest, inputs)

@@ -58,7 +58,7 @@ def late_data_sensor(context: dg.SensorEvaluationContext, pipeline: PipelineReso
     history = planning.History.read(context.instance)
     if history.ingesting():
         return dg.SkipReason("a received day is being ingested: its run refreshes, or a later tick does")
-    due = planning.refresh_due(Storage(pipeline.data_root))
+    due = planning.backlog(Storage(pipeline.data_root))
     if due is None:
         return dg.SkipReason("every derived table has absorbed what was ingested")
     attempts, now = history.refresh(), time.time()

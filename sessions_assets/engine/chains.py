@@ -58,7 +58,7 @@ def within(rows: DataFrame, chains: DataFrame, moment: str = "timestamp") -> Dat
     return rows.join(extent, "user_key").where(inside).drop("chain_start", "chain_end")
 
 
-def changes(stored: DataFrame, chains: DataFrame, fresh: DataFrame) -> DataFrame:
+def writes(stored: DataFrame, chains: DataFrame, fresh: DataFrame) -> DataFrame:
     """``sessions`` rows to write, tagged ``_op``: ``insert``, ``update`` or ``delete`` for the touched
     chains' sessions, ``renumber`` for their users' other sessions whose number moved.
 

@@ -24,6 +24,6 @@ def device_class(user_agent: str) -> str:
     return "tablet" if kind in TABLET else "mobile" if kind in MOBILE else "desktop"
 
 
-def classify(user_agents: Iterable[str]) -> list[tuple[str, str]]:
+def device_classes(user_agents: Iterable[str]) -> list[tuple[str, str]]:
     """(agent, class) for each distinct agent."""
     return [(agent, device_class(agent)) for agent in sorted(set(user_agents))]

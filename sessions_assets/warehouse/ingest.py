@@ -174,6 +174,6 @@ def _with_device_classes(wh: Warehouse, events: DataFrame) -> DataFrame:
     known = wh.read(USER_AGENTS).join(agents, "user_agent", "left_semi")
     new = [r.user_agent for r in agents.join(known, "user_agent", "left_anti").collect()]
     if new:
-        wh.append(USER_AGENTS, wh.spark.createDataFrame(devices.classify(new), USER_AGENTS.schema))
+        wh.append(USER_AGENTS, wh.spark.createDataFrame(devices.device_classes(new), USER_AGENTS.schema))
         known = wh.read(USER_AGENTS).join(agents, "user_agent", "left_semi")
     return events.join(F.broadcast(known.dropDuplicates(["user_agent"])), "user_agent", "left")

@@ -142,7 +142,7 @@ def horizon(storage: Storage) -> date | None:
     return max((r.day for r in received(storage).values() if r.accepted + r.rejected), default=None)
 
 
-def changes(wh: Warehouse, at: Position) -> DataFrame | None:
+def unabsorbed(wh: Warehouse, at: Position) -> DataFrame | None:
     """The input's rows changed since ``at.absorbed``, or None when its log no longer holds those versions
     (cleaned up after ``delta.logRetentionDuration``): then the table is rebuilt whole."""
     if at.absorbed + 1 not in wh.log(at.source).versions():

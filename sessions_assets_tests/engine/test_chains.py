@@ -46,7 +46,7 @@ def refresh(spark, old: list[dict], added: list[dict], removed: list[dict]) -> l
     touched = chains.touched_chains(narrow, dirty, GAP).localCheckpoint()
     events = chains.within(frame(spark, new).select(*SESSIONIZED), touched.where("has_stored"))
     events = events.unionByName(chains.within(frame(spark, added), touched.where("not has_stored")))
-    ops = chains.changes(narrow, touched, sessionize(events, Settings()))
+    ops = chains.writes(narrow, touched, sessionize(events, Settings()))
     stored_rows = [r.asDict() for r in stored.collect()]
     return apply(stored_rows, [r.asDict() for r in ops.collect()])
 

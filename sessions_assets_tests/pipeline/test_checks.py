@@ -8,7 +8,7 @@ from datetime import date
 
 from pyspark.sql import functions as F
 
-from sessions_assets.warehouse.refresh.outcome import Refreshed
+from sessions_assets.warehouse.refresh.outcome import Outcome
 from sessions_assets.warehouse.refresh.sessions import _check_numbers
 from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, SESSIONS
 from sessions_assets_tests.landing import segment, write_day
@@ -32,7 +32,7 @@ def update(wh, table, where: str, values: dict[str, str]) -> None:
 
 def numbering(wh, written) -> tuple[int, int]:
     """What the in-run check reports for the users of ``written``: users checked, users misnumbered."""
-    done = Refreshed(counts=Counter())
+    done = Outcome(counts=Counter())
     _check_numbers(wh, written, done)
     return done.counts["users_written"], done.counts["users_misnumbered"]
 

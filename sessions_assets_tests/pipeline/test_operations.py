@@ -49,7 +49,7 @@ def test_compaction_keeps_every_row_and_the_next_late_day_refreshes_from_there(o
 
     runner.maintain()
 
-    assert planning.refresh_due(Storage(str(root))) is None  # compaction and vacuum change no row
+    assert planning.backlog(Storage(str(root))) is None  # compaction and vacuum change no row
     assert {t.name: sorted(map(tuple, wh.read(t).collect())) for t in ALL} == before
     assert all(_files(wh, t) < files[t.name] for t in (EVENTS, SESSIONS)), files
     write_day(root, D4, LATE)

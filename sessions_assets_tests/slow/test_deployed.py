@@ -34,7 +34,7 @@ INGEST_ASSETS = ["raw_events", "rejected_events", "partition_map"]
 
 def _settled(dev: DagsterDev, storage: Storage) -> bool:
     """Every received day ingested, every derived table current, and nothing in flight."""
-    return not planning.landing(storage).due and planning.refresh_due(storage) is None and dev.idle()
+    return not planning.landing(storage).due and planning.backlog(storage) is None and dev.idle()
 
 
 def _wait_until_settled(dev: DagsterDev, storage: Storage, timeout: float, failures_allowed: bool = False):

@@ -7,8 +7,8 @@ handful of Spark jobs and one commit: what it reports is collected in one small 
 """
 
 from sessions_assets.warehouse.refresh.events import refresh_events
-from sessions_assets.warehouse.refresh.outcome import Refreshed
+from sessions_assets.warehouse.refresh.outcome import Outcome
 from sessions_assets.warehouse.refresh.sessions import refresh_sessions
 from sessions_assets.warehouse.refresh.snapshot import refresh_snapshot
 
-__all__ = ["Refreshed", "refresh_events", "refresh_sessions", "refresh_snapshot"]
+__all__ = ["Outcome", "refresh_events", "refresh_sessions", "refresh_snapshot"]

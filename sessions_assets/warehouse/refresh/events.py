@@ -10,21 +10,21 @@ from pyspark.sql import functions as F
 from sessions_assets.engine import dedup
 from sessions_assets.warehouse import ledger
 from sessions_assets.warehouse.delta import Commit, Warehouse, on_days
-from sessions_assets.warehouse.refresh.outcome import Refreshed, days_in, rebuilding, rebuilt, repair_commit
+from sessions_assets.warehouse.refresh.outcome import Outcome, days_in, rebuilding, rebuilt, repair_commit
 from sessions_assets.warehouse.tables import EVENTS, RAW_EVENTS
 
 # The materialization metadata counting each kind of row written.
 METRICS = {"insert": "rows_inserted", "update": "rows_updated", "delete": "rows_deleted"}
 
 
-def refresh_events(wh: Warehouse, repair: tuple[date, date] | None = None) -> Refreshed:
+def refresh_events(wh: Warehouse, repair: tuple[date, date] | None = None) -> Outcome:
     """Absorb the received days ingested since the last run; with ``repair``, also recompute those event days."""
     at = ledger.position(wh, EVENTS, RAW_EVENTS)
     rebuild, feed = rebuilding(wh, at)
     if rebuild:
         wh.overwrite(EVENTS, dedup.keep_first(wh.read(RAW_EVENTS, at.latest)).select(*EVENTS.columns), at.replacing)
         return rebuilt(wh, EVENTS, "event_date", at)
-    done = Refreshed("incremental" if feed is not None else "up to date", at.latest)
+    done = Outcome("incremental" if feed is not None else "up to date", at.latest)
     if feed is not None:
         if _removed_rows(wh, at):  # a received day re-ingested with other rows: recompute its messages
             change = _corrections(wh, feed.select("message_hash").distinct(), at.latest)
@@ -81,7 +81,7 @@ def _corrections(wh: Warehouse, hashes: DataFrame, raw_version: int) -> DataFram
     return dedup.corrections(dedup.keep_first(copies).select(*EVENTS.columns), _stored(wh, hashes), EVENTS.columns)
 
 
-def _apply_events(wh: Warehouse, ops: DataFrame, commit: Commit, done: Refreshed) -> None:
+def _apply_events(wh: Warehouse, ops: DataFrame, commit: Commit, done: Outcome) -> None:
     """Inserts, updates and deletes in one commit: an append when no stored row changes, else one ``MERGE``
     that reads the target only on the days whose stored rows change."""
     ops = ops.localCheckpoint()

@@ -16,7 +16,7 @@ ADDED, REMOVED = ("insert", "update_postimage"), ("delete", "update_preimage")
 
 
 @dataclass
-class Refreshed:
+class Outcome:
     """What a step did, for materialization metadata."""
 
     how: str = "up to date"  # 'up to date', 'incremental', 'rebuilt whole', 'repaired'
@@ -41,13 +41,13 @@ def rebuilding(wh: Warehouse, at: ledger.Position) -> tuple[bool, DataFrame | No
         return True, None
     if at.current:
         return False, None
-    feed = ledger.changes(wh, at)
+    feed = ledger.unabsorbed(wh, at)
     return feed is None, feed
 
 
-def rebuilt(wh: Warehouse, table, column: str, at: ledger.Position) -> Refreshed:
+def rebuilt(wh: Warehouse, table, column: str, at: ledger.Position) -> Outcome:
     """A table rebuilt whole: every day it holds changed (counted from the narrow date column)."""
-    done = Refreshed("rebuilt whole", at.latest)
+    done = Outcome("rebuilt whole", at.latest)
     for row in wh.read(table).groupBy(column).count().collect():
         done.days[row[column]] = row["count"]
     done.counts["rows"] = sum(done.days.values())

@@ -16,7 +16,7 @@ from sessions_assets.warehouse.delta import Commit, Warehouse, on_days
 from sessions_assets.warehouse.refresh.outcome import (
     ADDED,
     REMOVED,
-    Refreshed,
+    Outcome,
     days_in,
     rebuilding,
     rebuilt,
@@ -29,7 +29,7 @@ METRICS = {"insert": "sessions_inserted", "update": "sessions_updated", "delete"
            "renumber": "sessions_renumbered"}  # fmt: skip
 
 
-def refresh_sessions(wh: Warehouse, settings: Settings, repair: tuple[date, date] | None = None) -> Refreshed:
+def refresh_sessions(wh: Warehouse, settings: Settings, repair: tuple[date, date] | None = None) -> Outcome:
     """Recompute the chains that the events changed since the last run touch; with ``repair``, also every
     chain with an event or a session on those days."""
     at = ledger.position(wh, SESSIONS, EVENTS)
@@ -37,7 +37,7 @@ def refresh_sessions(wh: Warehouse, settings: Settings, repair: tuple[date, date
     if rebuild:
         wh.overwrite(SESSIONS, sessionize(wh.read(EVENTS, at.latest), settings), at.replacing)
         return rebuilt(wh, SESSIONS, "session_date", at)
-    done = Refreshed("incremental" if feed is not None else "up to date", at.latest)
+    done = Outcome("incremental" if feed is not None else "up to date", at.latest)
     if feed is not None:
         columns = [*SESSIONIZED, "event_date"]
         added = feed.where(F.col("_change_type").isin(*ADDED)).select(*columns)
@@ -86,7 +86,7 @@ def _resessionize(
     added: DataFrame | None,
     events_version: int,
     commit: Commit,
-    done: Refreshed,
+    done: Outcome,
 ) -> None:
     """Recompute every chain holding a ``dirty`` span and write the difference in one commit.
 
@@ -103,7 +103,7 @@ def _resessionize(
     fresh = chains.within(events, read)
     if added is not None:
         fresh = fresh.unionByName(chains.within(added.select(*SESSIONIZED), touched.where("not has_stored")))
-    ops = chains.changes(stored, touched, sessionize(fresh, settings).localCheckpoint()).localCheckpoint()
+    ops = chains.writes(stored, touched, sessionize(fresh, settings).localCheckpoint()).localCheckpoint()
     stored_days = _summarise_sessions(ops, done)
     if not stored_days:
         wh.append(SESSIONS, ops, commit)
@@ -121,7 +121,7 @@ def _resessionize(
     _check_numbers(wh, ops, done)
 
 
-def _summarise_sessions(ops: DataFrame, done: Refreshed) -> set[date]:
+def _summarise_sessions(ops: DataFrame, done: Outcome) -> set[date]:
     """Counts per operation and day, the written sessions' top landing paths and sources (one query), and
     the days holding stored rows to change."""
     source = F.coalesce("utm_source", "referrer", F.lit("(direct)"))
@@ -142,7 +142,7 @@ def _summarise_sessions(ops: DataFrame, done: Refreshed) -> set[date]:
     return stored_days
 
 
-def _check_numbers(wh: Warehouse, ops: DataFrame, done: Refreshed) -> None:
+def _check_numbers(wh: Warehouse, ops: DataFrame, done: Outcome) -> None:
     """The users written, and how many of them the table does not number 1..n in start order (an asset check
     of what was just committed)."""
     users = F.broadcast(ops.select("user_key").distinct())

@@ -8,7 +8,7 @@ from sessions_assets.engine import lifecycle
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import ledger
 from sessions_assets.warehouse.delta import Commit, Warehouse
-from sessions_assets.warehouse.refresh.outcome import ADDED, Refreshed, rebuilding
+from sessions_assets.warehouse.refresh.outcome import ADDED, Outcome, rebuilding
 from sessions_assets.warehouse.tables import (
     DAILY_SNAPSHOT,
     LIFECYCLE,
@@ -17,12 +17,12 @@ from sessions_assets.warehouse.tables import (
 )
 
 
-def refresh_snapshot(wh: Warehouse, settings: Settings, repair: bool = False) -> Refreshed:
+def refresh_snapshot(wh: Warehouse, settings: Settings, repair: bool = False) -> Outcome:
     """Correct the transition totals by the difference the changed users' session days make, then rewrite
     the snapshot from the totals up to the horizon (``repair``: count every user afresh)."""
     at = ledger.position(wh, LIFECYCLE, SESSIONS)
     rebuild, feed = rebuilding(wh, at)
-    done = Refreshed("incremental" if feed is not None else "up to date", at.latest)
+    done = Outcome("incremental" if feed is not None else "up to date", at.latest)
     if rebuild or repair:
         days = wh.read(SESSIONS, at.latest).select("user_key", F.col("session_date").alias("day"))
         wh.overwrite(LIFECYCLE, lifecycle.transitions(days, settings), at.replacing)
@@ -49,7 +49,7 @@ def refresh_snapshot(wh: Warehouse, settings: Settings, repair: bool = False) ->
     return done
 
 
-def _sum_snapshot(wh: Warehouse, done: Refreshed) -> None:
+def _sum_snapshot(wh: Warehouse, done: Outcome) -> None:
     """Rewrite the snapshot from the committed totals up to the horizon when a row differs or its note is behind:
     the note names the ``lifecycle`` and ``received_days`` versions it was summed from, so a run that died before
     this write, or lost a race to a newer one, leaves the snapshot behind and the next refresh redoes it."""
