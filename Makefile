@@ -1,7 +1,7 @@
 # Entry points. Each target sets up what it needs (a .venv with pinned packages) on a fresh machine.
 #   make demo       generate the bundled sample landing zone under ./data and run the whole pipeline
 #   make test       lint, then every test tier (what CI runs, via .ci/run)
-#   make test-fast  the engine and Dagster tiers only (no processes started): a few minutes
+#   make test-fast  the engine and Dagster tiers (no multi-day pipeline scenarios, no processes): under 3 minutes
 #   make test-s3    the pipeline end to end on an S3-compatible server on loopback (downloads its jars)
 #   make soak       the property tests only, with SOAK (20) times their examples: a nightly budget
 #   make dev        serve the Dagster UI and daemon (dg dev) with this project's definitions
@@ -48,7 +48,7 @@ test: lint
 	$(PYTEST) -m "not s3"
 
 test-fast: lint
-	$(PYTEST) -m "not slow and not s3"
+	$(PYTEST) -m "not slow and not scenario and not s3"
 
 test-s3: setup
 	$(BIN)/python -m pip install --quiet -e ".[test,s3]"

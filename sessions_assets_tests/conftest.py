@@ -1,8 +1,10 @@
 """One local Spark session per test process, and a fresh data root per test.
 
 Tiers: the engine tests (``engine/``) call the DataFrame functions and the oracle; the Dagster tests
-(``pipeline/``) run the real jobs in-process against a test instance and real Delta tables; the slow tests
-(``slow/``, marked ``slow``) start processes: the CLI, ``dg dev``, a Spark cluster, PostgreSQL, S3.
+(``pipeline/``) run the real jobs in-process against a test instance and real Delta tables, and those marked
+``scenario`` run the whole pipeline over several received days against the oracle; the slow tests (``slow/``,
+marked ``slow``) start processes: the CLI, ``dg dev``, a Spark cluster, PostgreSQL, S3. ``make test-fast`` runs
+the first two, ``make test`` all but S3.
 """
 
 from __future__ import annotations

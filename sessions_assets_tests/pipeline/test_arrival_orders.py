@@ -24,7 +24,7 @@ from sessions_assets.warehouse.storage import Storage
 from sessions_assets_tests.expected import assert_tables_match_oracle
 from sessions_assets_tests.landing import DESKTOP, PHONE, segment, write_day
 
-pytestmark = pytest.mark.property
+pytestmark = [pytest.mark.property, pytest.mark.scenario]
 
 FIRST_EVENT_DAY, LAST_EVENT_DAY = date(2024, 3, 1), date(2024, 3, 4)
 RECEIVED_DAYS = (date(2024, 3, 2), date(2024, 3, 3), date(2024, 3, 4))

@@ -6,12 +6,15 @@ from __future__ import annotations
 from collections import Counter
 from datetime import date
 
+import pytest
 from pyspark.sql import functions as F
 
 from sessions_assets.warehouse.refresh.outcome import Outcome
 from sessions_assets.warehouse.refresh.sessions import _check_numbers
 from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, SESSIONS
 from sessions_assets_tests.landing import segment, write_day
+
+pytestmark = pytest.mark.scenario
 
 DAY = date(2024, 3, 5)
 LINES = [

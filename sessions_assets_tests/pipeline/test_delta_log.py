@@ -4,6 +4,7 @@ once checkpoints are written and the log holds more than JSON commits."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
@@ -14,14 +15,15 @@ from sessions_assets.warehouse.tables import PARTITION_MAP
 
 
 def test_the_log_read_without_spark_is_deltas_history(warehouse, spark):
-    for n in range(23):  # past two checkpoints (every 10 commits)
-        rows = spark.createDataFrame([(date(2024, 3, 1), date(2024, 3, 1), n)], PARTITION_MAP.schema)
-        warehouse.overwrite(PARTITION_MAP, rows, Commit({"absorbed": {"raw_events": n}} if n % 3 else None))
-    folder = Path(warehouse.storage.path_of(warehouse.uri(PARTITION_MAP))) / "_delta_log"
+    table = replace(PARTITION_MAP, properties=(("delta.checkpointInterval", "3"),))  # checkpoints sooner
+    for n in range(8):  # past two checkpoints
+        rows = spark.createDataFrame([(date(2024, 3, 1), date(2024, 3, 1), n)], table.schema)
+        warehouse.overwrite(table, rows, Commit({"absorbed": {"raw_events": n}} if n % 3 else None))
+    folder = Path(warehouse.storage.path_of(warehouse.uri(table))) / "_delta_log"
     assert len(list(folder.glob("*.checkpoint.parquet"))) >= 2
 
-    log = DeltaLog(warehouse.storage, PARTITION_MAP)
-    history = DeltaTable.forPath(spark, warehouse.uri(PARTITION_MAP)).history().collect()
+    log = DeltaLog(warehouse.storage, table)
+    history = DeltaTable.forPath(spark, warehouse.uri(table)).history().collect()
     assert log.versions() == sorted(h.version for h in history)
     assert log.version() == max(h.version for h in history)
     for h in history:
@@ -33,8 +35,6 @@ def test_the_log_read_without_spark_is_deltas_history(warehouse, spark):
 
 
 def test_a_column_the_spec_gains_is_added_to_the_stored_table_and_is_null_until_repaired(warehouse, spark):
-    from dataclasses import replace
-
     from pyspark.sql import types as T
 
     from sessions_assets.warehouse.delta import Warehouse

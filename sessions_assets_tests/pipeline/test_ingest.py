@@ -8,6 +8,7 @@ import os
 from collections import Counter
 from datetime import date
 
+import pytest
 from pyspark.sql import functions as F
 
 from sessions_assets.warehouse.tables import RAW_EVENTS, REJECTED_EVENTS
@@ -55,6 +56,7 @@ def test_a_day_of_awkward_files_is_read_whole_and_its_bad_files_are_reported(run
     assert "EOF" in accounted["truncated.jsonl.gz"]["detail"] or "end" in accounted["truncated.jsonl.gz"]["detail"]
 
 
+@pytest.mark.scenario
 def test_a_day_that_gains_a_file_and_then_loses_lines_ends_as_if_read_once(runner, data_root):
     early = [segment("a1", "u1", "2024-03-10 10:00"), segment("a2", "u1", "2024-03-10 10:20")]
     write_day(data_root, date(2024, 3, 10), early)

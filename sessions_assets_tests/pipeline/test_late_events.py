@@ -17,6 +17,8 @@ from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, EVENTS, SESSIONS
 from sessions_assets_tests.expected import assert_tables_match_oracle
 from sessions_assets_tests.landing import segment, write_day
 
+pytestmark = pytest.mark.scenario
+
 D1, D2, D3, D4 = date(2024, 3, 1), date(2024, 3, 2), date(2024, 3, 3), date(2024, 3, 4)
 ON_TIME = {
     D1: [segment("r1", "renumbered", "2024-03-01 10:00"),

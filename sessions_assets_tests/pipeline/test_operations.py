@@ -14,6 +14,8 @@ from sessions_assets_tests.expected import assert_tables_match_oracle
 from sessions_assets_tests.landing import landing_lines, write_day
 from sessions_assets_tests.pipeline.test_late_events import D1, D4, LATE, ON_TIME
 
+pytestmark = pytest.mark.scenario
+
 
 @pytest.fixture(scope="module")
 def operated(spark, tmp_path_factory):

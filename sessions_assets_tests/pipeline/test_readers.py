@@ -9,10 +9,13 @@ from collections import Counter
 from datetime import datetime
 
 import pyarrow as pa
+import pytest
 from deltalake import DeltaTable, QueryBuilder
 
 from sessions_assets.cli.generate import generate_landing_zone
 from sessions_assets.warehouse.tables import ALL, SESSIONS
+
+pytestmark = pytest.mark.scenario
 
 
 def _plain(value):
