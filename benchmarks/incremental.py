@@ -43,7 +43,7 @@ import pyspark
 from pyspark.sql import functions as F
 
 import sessions_assets
-from sessions_assets.cli.generate import AGENTS, APPS, Visitor, _broken_lines, _message, _redeliver
+from sessions_assets.cli.generate import AGENTS, APPS, Visitor, segment_broken_lines, segment_message, segment_redeliver
 from sessions_assets.cli.runner import Runner
 from sessions_assets.defs import planning
 from sessions_assets.defs.jobs import DERIVED
@@ -96,12 +96,12 @@ def generate(root: Path, days: list[date], per_day: int, seed: int) -> Counter:
             at = start + timedelta(seconds=rng.uniform(0, 86_399)) - late
             for n in range(1 + int(rng.expovariate(1 / 6))):
                 received = at + (late if kind != "on_time" else timedelta(seconds=rng.uniform(0, 60)))
-                message = _message(rng, who, at, received, landing=n == 0)
+                message = segment_message(rng, who, at, received, landing=n == 0)
                 deliver(message, received, kind)
                 if rng.random() < REDELIVERED:
-                    _redeliver(rng, message, at, received, deliver)
+                    segment_redeliver(rng, message, at, received, deliver)
                 at, made = at + timedelta(seconds=rng.expovariate(1 / 120)), made + 1
-        for kind, line in _broken_lines(rng, start + timedelta(hours=12)):
+        for kind, line in segment_broken_lines(rng, start + timedelta(hours=12)):
             lines[day].append(line)
             kinds[kind] += 1
     for day, day_lines in lines.items():

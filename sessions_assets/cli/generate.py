@@ -71,7 +71,7 @@ class Visitor:
     device: str  # a key of AGENTS (web) or of APPS (mobile app)
 
 
-def _message(rng: random.Random, who: Visitor, at: datetime, received: datetime, landing: bool) -> dict:
+def segment_message(rng: random.Random, who: Visitor, at: datetime, received: datetime, landing: bool) -> dict:
     """One Segment call: a page view or a track event, with the context its library sends."""
     kind = "page" if landing or rng.random() < 0.5 else rng.choice(("track", "track", "track", "identify"))
     message = {
@@ -141,9 +141,9 @@ def _bot(rng: random.Random, first: date, hours: int) -> list[list[datetime]]:
     return [times]
 
 
-def _broken_lines(rng: random.Random, received: datetime) -> list[tuple[str, str]]:
+def segment_broken_lines(rng: random.Random, received: datetime) -> list[tuple[str, str]]:
     good = json.dumps(
-        _message(rng, Visitor("u-broken", False, "desktop"), received - timedelta(minutes=5), received, True)
+        segment_message(rng, Visitor("u-broken", False, "desktop"), received - timedelta(minutes=5), received, True)
     )
     return [
         ("malformed", good[: rng.randint(5, len(good) - 5)]),  # truncated
@@ -184,10 +184,10 @@ def generate_landing_zone(
             for n, at in enumerate(burst):
                 kind, delay = _delay(rng)
                 received = at + delay
-                message = _message(rng, visitor, at, received, landing=n == 0)
+                message = segment_message(rng, visitor, at, received, landing=n == 0)
                 deliver(message, received, kind)
                 if rng.random() < DUPLICATE_RATE:
-                    _redeliver(rng, message, at, received, deliver)
+                    segment_redeliver(rng, message, at, received, deliver)
 
     for day, lines in by_day.items():
         noon = datetime.combine(day, time(12), UTC)
@@ -195,21 +195,23 @@ def generate_landing_zone(
             received = noon + timedelta(minutes=37 * i)
             who = Visitor(f"user-{rng.randrange(users):04d}", False, "desktop")
             lines.append(
-                json.dumps(_message(rng, who, received + timedelta(hours=rng.randint(2, 48)), received, False))
+                json.dumps(segment_message(rng, who, received + timedelta(hours=rng.randint(2, 48)), received, False))
             )
             summary.kinds["future_dated"] += 1
         if day == first + timedelta(days=days // 2):
-            ancient = _message(rng, Visitor("user-0000", False, "desktop"), noon - timedelta(days=500), noon, False)
+            ancient = segment_message(
+                rng, Visitor("user-0000", False, "desktop"), noon - timedelta(days=500), noon, False
+            )
             lines.append(json.dumps(ancient))
             summary.kinds["too_old"] += 1
-        for kind, line in _broken_lines(rng, noon):
+        for kind, line in segment_broken_lines(rng, noon):
             lines.append(line)
             summary.kinds[kind] += 1
     _write(Storage(data_root), rng, by_day, summary)
     return summary
 
 
-def _redeliver(rng: random.Random, message: dict, at: datetime, received: datetime, deliver) -> None:
+def segment_redeliver(rng: random.Random, message: dict, at: datetime, received: datetime, deliver) -> None:
     """A copy of the message: the same line later, or a retried request with its own ``timestamp``
     (seconds off, across midnight when near it), received later or, now and then, before the original."""
     roll = rng.random()
