@@ -8,37 +8,18 @@ end with exit code 2 and one line on stderr, before anything starts.
 
 from __future__ import annotations
 
-import os
-import shlex
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from delta.tables import DeltaTable
 
-from sessions_assets.defs.resources import DRIVER_JAVA_OPTIONS
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets_tests.expected import assert_tables_match_oracle
+from sessions_assets_tests.slow.commands import python_traceback, run
 
 pytestmark = pytest.mark.slow
-TIMEOUT = 600
-
-
-def cli_env() -> dict[str, str]:
-    """The caller's environment without a Dagster home or pipeline settings, in UTC. The JVM of each short
-    run compiles with C1 only: a third less CPU on two cores, the same results."""
-    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME" and not k.startswith("SESSIONS_")}
-    jvm = shlex.quote(f"{DRIVER_JAVA_OPTIONS} -XX:TieredStopAtLevel=1")
-    return {**env, "TZ": "UTC", "SPARK_CONF": f"{env.get('SPARK_CONF', '')} spark.driver.extraJavaOptions={jvm}"}
-
-
-def sessions_assets(*args: str, cwd: Path, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
-    """``sessions-assets ARGS`` in its own process, in ``cwd`` (where Spark may leave files), output captured."""
-    command = [sys.executable, "-m", "sessions_assets.cli.main", *args]
-    return subprocess.run(command, cwd=cwd, env=cli_env(), capture_output=True, text=True, timeout=timeout)
 
 
 def table_versions(root: Path) -> dict[str, int]:
@@ -50,21 +31,17 @@ def table_versions(root: Path) -> dict[str, int]:
     }
 
 
-def python_traceback(stderr: str) -> bool:
-    return "Traceback (most recent call last)" in stderr
-
-
 @pytest.fixture(scope="module")
 def processed(tmp_path_factory):
     """A generated landing zone (three received days, twenty users) after one ``run``: its root and the run."""
     work = tmp_path_factory.mktemp("cli")
     root = work / "data"
-    generated = sessions_assets("generate", "--data-root", str(root), "--days", "3", "--users", "20", cwd=work)
+    generated = run("generate", "--data-root", str(root), "--days", "3", "--users", "20", cwd=work)
     assert generated.returncode == 0, generated.stderr
     assert generated.stdout.startswith("Generated ") and "for received days" in generated.stdout
-    run = sessions_assets("run", "--data-root", str(root), cwd=work)
-    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
-    return root, run
+    first = run("run", "--data-root", str(root), cwd=work)
+    assert first.returncode == 0, first.stdout + first.stderr[-3000:]
+    return root, first
 
 
 def received_days(root: Path) -> list[str]:
@@ -88,7 +65,7 @@ def test_run_processes_every_received_day_into_tables_equal_to_a_full_recompute(
 def test_a_second_run_has_nothing_to_do_and_changes_no_table(processed):
     root, _ = processed
     before = table_versions(root)
-    again = sessions_assets("run", "--data-root", str(root), cwd=root.parent)
+    again = run("run", "--data-root", str(root), cwd=root.parent)
     assert (again.returncode, again.stdout) == (
         0, f"Nothing to do: every received day under file:{root}/landing is processed.\n"
     )  # fmt: skip
@@ -98,7 +75,7 @@ def test_a_second_run_has_nothing_to_do_and_changes_no_table(processed):
 
 def test_status_says_nothing_is_due_after_a_run(processed):
     root, _ = processed
-    status = sessions_assets("status", "--data-root", str(root), cwd=root.parent)
+    status = run("status", "--data-root", str(root), cwd=root.parent)
     assert (status.returncode, status.stdout) == (0, "received days to ingest: none\nrefresh due: no\n")
 
 
@@ -110,9 +87,9 @@ def test_over_a_wiped_instance_status_and_run_find_nothing_due_and_change_no_tab
     shutil.copytree(root / "dagster_home", tmp_path / "kept")  # the later tests read this run's history
     try:
         shutil.rmtree(root / "dagster_home")
-        status = sessions_assets("status", "--data-root", str(root), cwd=root.parent)
+        status = run("status", "--data-root", str(root), cwd=root.parent)
         assert (status.returncode, status.stdout) == (0, "received days to ingest: none\nrefresh due: no\n")
-        again = sessions_assets("run", "--data-root", str(root), cwd=root.parent)
+        again = run("run", "--data-root", str(root), cwd=root.parent)
         assert again.returncode == 0 and again.stdout.startswith("Nothing to do"), again.stdout + again.stderr
         assert table_versions(root) == before
     finally:
@@ -128,7 +105,7 @@ def test_repair_of_a_day_whose_sessions_were_lost_leaves_every_table_equal_to_th
     assert sessions.toDF().where(f"session_date = DATE'{day}' AND ended_by_cap").count() > 0
     sessions.delete(f"session_date = DATE'{day}'")
 
-    repair = sessions_assets("repair", "--data-root", str(root), "--from", day, "--to", day, cwd=root.parent)
+    repair = run("repair", "--data-root", str(root), "--from", day, "--to", day, cwd=root.parent)
 
     assert repair.returncode == 0, repair.stdout + repair.stderr[-3000:]
     [line] = repair.stdout.splitlines()
@@ -154,7 +131,7 @@ def test_a_users_mistake_exits_2_with_one_line_on_stderr_and_no_traceback(tmp_pa
     (root / "landing").mkdir(parents=True)
     paths = {"root": str(root), "missing": str(missing)}
 
-    done = sessions_assets(*(a.format(**paths) for a in args), cwd=tmp_path, timeout=120)
+    done = run(*(a.format(**paths) for a in args), cwd=tmp_path, timeout=120)
 
     assert done.returncode == 2, done.stdout + done.stderr
     assert len(done.stderr.splitlines()) == 1, done.stderr

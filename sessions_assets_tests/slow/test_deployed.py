@@ -10,7 +10,6 @@ tick, run or backfill may have failed, and the CLI, on the same instance, must f
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,12 +18,13 @@ import dagster as dg
 import pytest
 import yaml
 
-from sessions_assets.cli.main import main as cli
+from sessions_assets.cli.main import main
 from sessions_assets.defs import planning
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets_tests.deployed import FAILED_RUNS, PROJECT, DagsterDev
 from sessions_assets_tests.expected import assert_tables_match_oracle
+from sessions_assets_tests.slow.commands import cli
 
 pytestmark = pytest.mark.slow
 SENSORS = ("landing_sensor", "late_data_sensor")
@@ -65,7 +65,7 @@ def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path,
     staging, data_root, home = tmp_path / "staging", tmp_path / "data", tmp_path / "dagster_home"
     user_home = tmp_path / "home"
     user_home.mkdir()
-    assert cli(["generate", "--data-root", str(staging), "--days", "5", "--users", "15", "--seed", "5"]) == 0
+    assert main(["generate", "--data-root", str(staging), "--days", "5", "--users", "15", "--seed", "5"]) == 0
     folders = sorted((staging / "landing").iterdir())
     (data_root / "landing").mkdir(parents=True)
     home.mkdir()
@@ -138,23 +138,14 @@ def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path,
     assert ":: resolution report ::" not in dev.tail(10**9)
 
     # The CLI on the same instance sees what the daemon did: nothing is due.
-    status = _sessions_assets("status", data_root, home, env)
+    on_the_instance = {**env, "DAGSTER_HOME": str(home)}
+    status = cli("status", "--data-root", str(data_root), cwd=home, env=on_the_instance)
     assert "received days to ingest: none" in status and "refresh due: no" in status, status
-    assert "Nothing to do" in _sessions_assets("run", data_root, home, env)
+    assert "Nothing to do" in cli("run", "--data-root", str(data_root), cwd=home, env=on_the_instance)
 
 
 def _tag(run: dict, key: str) -> str | None:
     return next((t["value"] for t in run["tags"] if t["key"] == key), None)
-
-
-def _sessions_assets(command: str, data_root: Path, home: Path, env: dict[str, str]) -> str:
-    """``sessions-assets COMMAND`` in its own process on the deployment's instance; its output."""
-    result = subprocess.run(
-        [sys.executable, "-m", "sessions_assets.cli.main", command, "--data-root", str(data_root)],
-        cwd=home, env={**env, "DAGSTER_HOME": str(home)}, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert result.returncode == 0, f"sessions-assets {command} exited {result.returncode}:\n{result.stderr[-4000:]}"
-    return result.stdout
 
 
 def _days_between(first: str, last: str) -> list[str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from datetime import date
 from pathlib import Path
@@ -24,7 +23,7 @@ from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import REJECTED_EVENTS, SESSIONS
 from sessions_assets_tests.expected import assert_tables_match_oracle
 from sessions_assets_tests.landing import segment, write_day
-from sessions_assets_tests.slow.test_cli import TIMEOUT, cli_env, python_traceback, sessions_assets
+from sessions_assets_tests.slow.commands import TIMEOUT, python_traceback, run, start
 
 pytestmark = pytest.mark.slow
 # Small landing zones: two received days of five users (and the generator's two bots).
@@ -33,20 +32,15 @@ GENERATE = ("--days", "2", "--users", "5")
 
 def generated(work: Path, seed: int) -> Path:
     root = work / "data"
-    done = sessions_assets("generate", "--data-root", str(root), *GENERATE, "--seed", str(seed), cwd=work)
+    done = run("generate", "--data-root", str(root), *GENERATE, "--seed", str(seed), cwd=work)
     assert done.returncode == 0, done.stderr
     return root
 
 
 def start_run(root: Path, name: str) -> tuple[subprocess.Popen, Path]:
     """``sessions-assets run`` in its own process group; its output goes to ``<name>.out`` / ``<name>.err``."""
-    command = [sys.executable, "-m", "sessions_assets.cli.main", "run", "--data-root", str(root)]
     out = root.parent / name
-    with open(f"{out}.out", "w") as stdout, open(f"{out}.err", "w") as stderr:
-        process = subprocess.Popen(
-            command, cwd=root.parent, env=cli_env(), stdout=stdout, stderr=stderr, start_new_session=True
-        )
-    return process, out
+    return start("run", "--data-root", str(root), cwd=root.parent, out=out), out
 
 
 def finished(process: subprocess.Popen, out: Path) -> tuple[int, str, str]:
@@ -79,7 +73,7 @@ def test_two_runs_at_once_never_commit_a_session_twice(tmp_path, spark):
     wh = Warehouse(spark, Storage(str(root)))
     if all(code == 0 for code, _, _ in outcomes):  # both claim to be done: the tables must already be right
         assert_tables_match_oracle(wh, root)
-    third = sessions_assets("run", "--data-root", str(root), cwd=tmp_path)
+    third = run("run", "--data-root", str(root), cwd=tmp_path)
     assert third.returncode == 0, third.stdout + third.stderr[-3000:]
     assert sessions_counted_twice(wh) == []
     assert_tables_match_oracle(wh, root)
@@ -99,7 +93,7 @@ def test_a_run_killed_after_its_first_commit_is_completed_by_the_next_run(tmp_pa
     process.wait()
     assert not (root / "warehouse" / "sessions").exists()
 
-    rerun = sessions_assets("run", "--data-root", str(root), cwd=tmp_path)
+    rerun = run("run", "--data-root", str(root), cwd=tmp_path)
 
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr[-3000:]
     assert_tables_match_oracle(Warehouse(spark, Storage(str(root))), root)
@@ -145,7 +139,7 @@ def test_hidden_files_are_reported_unread_and_a_folder_that_is_no_received_day_b
         (D1, "_retry.jsonl", "skipped_file", HIDDEN),
     ]
     assert_tables_match_oracle(wh, root)  # the oracle reads no hidden file and no stray folder either
-    status = sessions_assets("status", "--data-root", str(root), cwd=tmp_path)
+    status = run("status", "--data-root", str(root), cwd=tmp_path)
     assert (status.returncode, status.stdout) == (
         0,
         "received days to ingest: none\nrefresh due: no\n"
