@@ -272,8 +272,10 @@ def prepare(workdir: Path, history: int, per_day: int, seed: int, reuse: bool) -
         run.refresh(planning.backlog(Storage(str(base))))
     phases["load_s"] = round(time.perf_counter() - started, 1)
     phases["build_s"], phases["load_after"] = round(phases["load_s"] - phases["ingest_s"], 1), os.getloadavg()
-    print(f"H={history}: loaded in {phases['load_s']}s (ingests {phases['ingest_s']}s, "
-          f"build {phases['build_s']}s)", flush=True)  # fmt: skip
+    print(
+        f"H={history}: loaded in {phases['load_s']}s (ingests {phases['ingest_s']}s, build {phases['build_s']}s)",
+        flush=True,
+    )
     made.write_text(json.dumps(phases))
     return base, new_day, phases
 
@@ -336,30 +338,45 @@ def markdown(report: dict) -> str:
     cases = sorted(
         report["cases"].values(), key=lambda c: (c["mode"] != "small-day", c["events_per_day"], c["history"])
     )
-    return "\n".join([
-        "# One more received day: incremental against a full rebuild", "",
-        f"{report['machine']}; last measured {report['date']}, each case on the code at its commit: "
-        + ", ".join(f"{c['mode']} H={c['history']} {c['events_per_day']:,}/day at {c.get('commit', report['commit'])}"
-                    for c in cases) + ".",
-        "`load` is the 1/5/15-minute load average when the row's first timed run started. Spark: " + ", ".join(f"`{k}={v}`" for k, v in report["spark"].items()) + ".",
-        "Warm, in one process. Wall = the run (incremental: one run that ingests and refreshes; full rebuild: an",
-        "ingest run and a repair run) (min, or min / median); steps from Dagster's step",
-        "stats, `dagster` = the rest. Rows written, data files +/-: every table's commits' `operationMetrics`.",
-        "Peak RSS: this process + the Spark driver JVM. `÷ full`: wall / full-rebuild wall; `= full`: equal to the",
-        "full rebuild, or how many rows differ. The baselines recompute a window from `raw_events` outside Dagster",
-        "(their step columns: the window's events, sessions, and the snapshot from every session).", "",
-        "| mode | H | events/day | method | runs | wall s | ingest s | events s | sessions s | snapshot s | dagster s "
-        "| rows written | files +/- | peak RSS MB | load | ÷ full | = full |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|",
-        *(_row(case, method) for case in cases for method in case["methods"]), "",
-        "Loading the history (not in the figures above): generating H + 1 days, one ingest run of the H days (a",
-        "UI backfill's run), one refresh that builds every table.", "",
-        "| mode | H | events/day | lines | generate s | ingest run s | per day s | build s | load after |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
-        *(f"| {c['mode']} | {c['history']} | {c['events_per_day']:,} | {c['lines']:,} | {c['generate_s']} "
-          f"| {c['ingest_s']} | {c['ingest_s'] / c['history']:.1f} | {c['build_s']} "
-          f"| {' '.join(f'{x:.1f}' for x in c['load_after'])} |" for c in cases), "",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            "# One more received day: incremental against a full rebuild",
+            "",
+            f"{report['machine']}; last measured {report['date']}, each case on the code at its commit: "
+            + ", ".join(
+                f"{c['mode']} H={c['history']} {c['events_per_day']:,}/day at {c.get('commit', report['commit'])}"
+                for c in cases
+            )
+            + ".",
+            "`load` is the 1/5/15-minute load average when the row's first timed run started. Spark: "
+            + ", ".join(f"`{k}={v}`" for k, v in report["spark"].items())
+            + ".",
+            "Warm, in one process. Wall = the run (incremental: one run that ingests and refreshes; full rebuild: an",
+            "ingest run and a repair run) (min, or min / median); steps from Dagster's step",
+            "stats, `dagster` = the rest. Rows written, data files +/-: every table's commits' `operationMetrics`.",
+            "Peak RSS: this process + the Spark driver JVM. `÷ full`: wall / full-rebuild wall; `= full`: equal to the",
+            "full rebuild, or how many rows differ. The baselines recompute a window from `raw_events` outside Dagster",
+            "(their step columns: the window's events, sessions, and the snapshot from every session).",
+            "",
+            "| mode | H | events/day | method | runs | wall s | ingest s | events s | sessions s | snapshot s | dagster s "
+            "| rows written | files +/- | peak RSS MB | load | ÷ full | = full |",
+            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|",
+            *(_row(case, method) for case in cases for method in case["methods"]),
+            "",
+            "Loading the history (not in the figures above): generating H + 1 days, one ingest run of the H days (a",
+            "UI backfill's run), one refresh that builds every table.",
+            "",
+            "| mode | H | events/day | lines | generate s | ingest run s | per day s | build s | load after |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+            *(
+                f"| {c['mode']} | {c['history']} | {c['events_per_day']:,} | {c['lines']:,} | {c['generate_s']} "
+                f"| {c['ingest_s']} | {c['ingest_s'] / c['history']:.1f} | {c['build_s']} "
+                f"| {' '.join(f'{x:.1f}' for x in c['load_after'])} |"
+                for c in cases
+            ),
+            "",
+        ]
+    )
 
 
 def commit() -> str:
@@ -401,8 +418,12 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "incremental.json"
     report = json.loads(path.read_text()) if path.exists() else {"cases": {}}
-    report |= {"machine": machine(), "date": datetime.now(UTC).strftime("%Y-%m-%d"), "commit": commit(),
-               "spark": {k: spark_config()[k] for k in SPARK_KEYS}}  # fmt: skip
+    report |= {
+        "machine": machine(),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "commit": commit(),
+        "spark": {k: spark_config()[k] for k in SPARK_KEYS},
+    }
     for history in histories:
         report["cases"][f"{mode} {history} {per_day}"] = bench(spark, args, history, per_day, repeat, mode)
         # Written after every H, so that a long run stopped early keeps what it measured.

@@ -47,8 +47,13 @@ def measure(days: int, users: int) -> tuple[float, list[dict]]:
         home.mkdir()
         shutil.copy(PROJECT / "dagster.yaml", home / "dagster.yaml")
         venv = Path(sys.executable).parent.parent
-        env = {**os.environ, "SESSIONS_DATA_ROOT": str(root), "TZ": "UTC", "VIRTUAL_ENV": str(venv),
-               "PATH": f"{venv / 'bin'}:{os.environ['PATH']}"}  # fmt: skip
+        env = {
+            **os.environ,
+            "SESSIONS_DATA_ROOT": str(root),
+            "TZ": "UTC",
+            "VIRTUAL_ENV": str(venv),
+            "PATH": f"{venv / 'bin'}:{os.environ['PATH']}",
+        }
         folders = sorted((staging / "landing").iterdir())
         storage = Storage(str(root))
         with DagsterDev(home, env, [str(venv / "bin" / "dg"), "dev", "--use-active-venv"], work / "dev.log") as dev:
@@ -74,13 +79,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{days} day(s): {seconds:.0f} s, runs {jobs}", flush=True)
         rows.append(f"| {days} | {args.users} | {seconds:.0f} | {len(runs) - 1} | {', '.join(jobs[:-1])} |")
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "landing.md").write_text("\n".join([
-        "# From landing to built tables under `dg dev`", "",
-        f"Measured {datetime.now(UTC):%Y-%m-%d} on {os.cpu_count()} cores: days dropped into the landing zone at",
-        "once after a first day was processed, until every derived table is current and nothing is in flight.",
-        "The sensors tick every 10 s; each run is a new process with its own Spark start.", "",
-        "| days dropped | users | seconds | runs | jobs |", "|---:|---:|---:|---:|---|", *rows, "",
-    ]))  # fmt: skip
+    (RESULTS / "landing.md").write_text(
+        "\n".join(
+            [
+                "# From landing to built tables under `dg dev`",
+                "",
+                f"Measured {datetime.now(UTC):%Y-%m-%d} on {os.cpu_count()} cores: days dropped into the landing zone at",
+                "once after a first day was processed, until every derived table is current and nothing is in flight.",
+                "The sensors tick every 10 s; each run is a new process with its own Spark start.",
+                "",
+                "| days dropped | users | seconds | runs | jobs |",
+                "|---:|---:|---:|---:|---|",
+                *rows,
+                "",
+            ]
+        )
+    )
     return 0
 
 

@@ -42,9 +42,12 @@ class DagsterDev:
         with open(self.log, "w") as out:
             self.process = subprocess.Popen(
                 [*self.command, "--host", "127.0.0.1", "--port", str(self.port)],
-                cwd=PROJECT, env={**self.env, "DAGSTER_HOME": str(self.home)}, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                cwd=PROJECT,
+                env={**self.env, "DAGSTER_HOME": str(self.home)},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self._wait_until_serving()
         return self
 
@@ -75,8 +78,10 @@ class DagsterDev:
             if self.process.poll() is not None:
                 raise RuntimeError(f"{self.command[0]} exited:\n{self.tail()}")
             try:
-                data = self.graphql("{ workspaceOrError { __typename ... on Workspace { locationEntries {"
-                                    " locationOrLoadError { __typename } } } } }")  # fmt: skip
+                data = self.graphql(
+                    "{ workspaceOrError { __typename ... on Workspace { locationEntries {"
+                    " locationOrLoadError { __typename } } } } }"
+                )
                 entries = data["workspaceOrError"].get("locationEntries") or []
                 kinds = [e["locationOrLoadError"]["__typename"] for e in entries if e["locationOrLoadError"]]
                 if "PythonError" in kinds:

@@ -22,8 +22,22 @@ from sessions_assets_tests.landing import landing_lines
 
 SESSION_COLUMNS = SESSIONS.columns
 SNAPSHOT_COLUMNS = DAILY_SNAPSHOT.columns
-ORACLE_EVENT_FIELDS = ("message_id", "user_key", "type", "event", "timestamp", "received_at", "page_path", "referrer",
-                 "utm_source", "utm_medium", "utm_campaign", "user_agent", "device_type", "event_date")  # fmt: skip
+ORACLE_EVENT_FIELDS = (
+    "message_id",
+    "user_key",
+    "type",
+    "event",
+    "timestamp",
+    "received_at",
+    "page_path",
+    "referrer",
+    "utm_source",
+    "utm_medium",
+    "utm_campaign",
+    "user_agent",
+    "device_type",
+    "event_date",
+)
 
 
 def as_utc(value):
@@ -47,27 +61,34 @@ def assert_tables_match_oracle(wh: Warehouse, root: Path, oracle: dict | None = 
     """Every table equals what the oracle computes from all landing lines at once; returns the oracle."""
     oracle = oracle or reference.recompute(landing_lines(root))
     assert rows(wh.read(RAW_EVENTS), ["message_id", "received_date"]) == Counter(
-        (e["message_id"], date.fromisoformat(e["received_date"])) for e in oracle["accepted"])  # fmt: skip
+        (e["message_id"], date.fromisoformat(e["received_date"])) for e in oracle["accepted"]
+    )
     accepted = Counter(
         (date.fromisoformat(e["received_date"]), e["timestamp"].astimezone(UTC).date()) for e in oracle["accepted"]
     )
     assert rows(wh.read(PARTITION_MAP), ["received_date", "event_date", "events"]) == Counter(
-        (*key, n) for key, n in accepted.items())  # fmt: skip
+        (*key, n) for key, n in accepted.items()
+    )
     # What the planner reads: each landing folder's fingerprint now, and its accepted lines.
     per_day = Counter(received for received, _ in accepted.elements())
     lo, hi = bounds()
     folders = [f.day for f in wh.storage.landing_folders() if f.day is not None and lo <= f.day <= hi]
     assert {r.received_date: (r.fingerprint, r.accepted) for r in wh.read(RECEIVED_DAYS).collect()} == {
-        day: (wh.storage.fingerprint(day), per_day[day]) for day in folders}  # fmt: skip
+        day: (wh.storage.fingerprint(day), per_day[day]) for day in folders
+    }
     line_rejects = wh.read(REJECTED_EVENTS).where("payload IS NOT NULL")
     assert rows(line_rejects, ["received_date", "payload", "reason"]) == Counter(
-        (date.fromisoformat(d), payload, reason) for d, payload, reason in oracle["rejected"])  # fmt: skip
+        (date.fromisoformat(d), payload, reason) for d, payload, reason in oracle["rejected"]
+    )
     assert rows(wh.read(EVENTS), ORACLE_EVENT_FIELDS) == oracle_rows(
         [expected_event(e) for e in oracle["events"]], ORACLE_EVENT_FIELDS
     )
     assert_same(rows(wh.read(SESSIONS), SESSION_COLUMNS), oracle_rows(oracle["sessions"], SESSION_COLUMNS), "sessions")
-    assert_same(rows(wh.read(DAILY_SNAPSHOT), SNAPSHOT_COLUMNS), oracle_rows(oracle["snapshot"], SNAPSHOT_COLUMNS),
-                "daily_snapshot")  # fmt: skip
+    assert_same(
+        rows(wh.read(DAILY_SNAPSHOT), SNAPSHOT_COLUMNS),
+        oracle_rows(oracle["snapshot"], SNAPSHOT_COLUMNS),
+        "daily_snapshot",
+    )
     return oracle
 
 

@@ -24,10 +24,20 @@ def iso(moment: datetime) -> str:
 
 
 def segment(
-    message_id: str, user: str | None, at: datetime | str, received: datetime | str | None = None, *,
-    kind: str = "track", event: str | None = "Page Viewed", path: str | None = None, referrer: str | None = None,
-    campaign: dict | None = None, agent: str | None = None, device: str | None = None, **extra: Any,
-) -> str:  # fmt: skip
+    message_id: str,
+    user: str | None,
+    at: datetime | str,
+    received: datetime | str | None = None,
+    *,
+    kind: str = "track",
+    event: str | None = "Page Viewed",
+    path: str | None = None,
+    referrer: str | None = None,
+    campaign: dict | None = None,
+    agent: str | None = None,
+    device: str | None = None,
+    **extra: Any,
+) -> str:
     """One Segment message as a JSON line; ``received`` defaults to 5 s after the device time. ``path``,
     ``referrer``, ``campaign``, ``agent`` and ``device`` go where Segment's libraries put them."""
     at = ts(at) if isinstance(at, str) else at
@@ -42,9 +52,16 @@ def segment(
     if device:
         context["device"] = {"type": device}
     message = {
-        "messageId": message_id, "type": kind, "userId": user, "anonymousId": f"anon-{user}",
-        "timestamp": iso(at), "receivedAt": iso(received), "sentAt": iso(at), "properties": {}, "context": context,
-    }  # fmt: skip
+        "messageId": message_id,
+        "type": kind,
+        "userId": user,
+        "anonymousId": f"anon-{user}",
+        "timestamp": iso(at),
+        "receivedAt": iso(received),
+        "sentAt": iso(at),
+        "properties": {},
+        "context": context,
+    }
     if kind == "track":
         message["event"] = event
     message.update(extra)

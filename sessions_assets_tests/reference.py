@@ -209,8 +209,7 @@ def accept_line(line: str, settings: Settings = DEFAULTS) -> tuple[dict | None, 
     # 6. too_late: more than max_lateness_days before receivedAt, or before the start date (00:00 UTC).
     if received_at - timestamp > timedelta(days=settings.max_lateness_days):
         return None, "too_late"
-    if timestamp < datetime(settings.start_date.year, settings.start_date.month, settings.start_date.day,
-                            tzinfo=UTC):  # fmt: skip
+    if timestamp < datetime(settings.start_date.year, settings.start_date.month, settings.start_date.day, tzinfo=UTC):
         return None, "too_late"
 
     # The session key: userId when non-empty, else anonymousId.
@@ -471,15 +470,17 @@ def daily_snapshot(sessions: list[dict], horizon: date, settings: Settings = DEF
                 continue
             total_days = sum((day - entered_on[user]).days for user in on_hand)
             average = _round_half_up(Fraction(total_days, len(on_hand)), 4) if on_hand else 0.0
-            rows.append({
-                "snapshot_date": day,
-                "state": state,
-                "users_on_hand": len(on_hand),
-                "users_entered": len(entered),
-                "users_exited": len(exited),
-                "avg_days_in_state": average,
-                "sum_days_in_state": total_days,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "snapshot_date": day,
+                    "state": state,
+                    "users_on_hand": len(on_hand),
+                    "users_entered": len(entered),
+                    "users_exited": len(exited),
+                    "avg_days_in_state": average,
+                    "sum_days_in_state": total_days,
+                }
+            )
 
         state_yesterday = state_today
         day += timedelta(days=1)
@@ -505,5 +506,4 @@ def recompute(lines_by_received_day: dict[str, list[str]], settings: Settings = 
         snapshot = daily_snapshot(sessions, horizon, settings)
     else:
         snapshot = []
-    return {"accepted": accepted, "rejected": rejected, "events": events, "sessions": sessions,
-            "snapshot": snapshot}  # fmt: skip
+    return {"accepted": accepted, "rejected": rejected, "events": events, "sessions": sessions, "snapshot": snapshot}

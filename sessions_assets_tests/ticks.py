@@ -18,8 +18,11 @@ def assert_the_daemon_accepts(sensor: dg.SensorDefinition, requests: list[dg.Run
     keys = set(job.partitions_def.get_partition_keys())
     for request in requests:
         assert (request.job_name, request.asset_selection) == (None, None), request
-        named = [request.partition_key] if request.partition_key else [
-            request.tags[planning.RANGE_START], request.tags[planning.RANGE_END]]  # fmt: skip
+        named = (
+            [request.partition_key]
+            if request.partition_key
+            else [request.tags[planning.RANGE_START], request.tags[planning.RANGE_END]]
+        )
         assert all(named) and set(named) <= keys, named
 
 

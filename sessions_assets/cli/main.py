@@ -50,7 +50,7 @@ def _ingest_lines(metadata: dict) -> list[str]:
         f"- {r['received_day']}: {r['lines']} lines, {r['accepted']} accepted, {r['rejected']} rejected, "
         f"{r['event_days']} event day(s)"
         for r in (record.data for record in raw["per_received_day"].records)
-    ]  # fmt: skip
+    ]
     reasons = ", ".join(f"{n} {r}" for r, n in sorted(rejected["reasons"].items())) or "none"
     days = mapped["event_days"]
     span = f"{days[0]}..{days[-1]} ({len(days)})" if days else "none"
@@ -211,8 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     gen.add_argument("--users", type=int, default=200)
     gen.add_argument("--seed", type=int, default=7)
     gen.set_defaults(func=generate)
-    for name, func, text in (("run", run, "ingest every new or changed received day, then refresh what it touched"),
-                             ("status", status, "what the next run would do")):  # fmt: skip
+    for name, func, text in (
+        ("run", run, "ingest every new or changed received day, then refresh what it touched"),
+        ("status", status, "what the next run would do"),
+    ):
         command = sub.add_parser(name, help=text)
         command.add_argument("--data-root", **root)
         command.set_defaults(func=func)

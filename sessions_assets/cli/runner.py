@@ -53,9 +53,14 @@ class Runner:
         self.instance = instance
         loaded = definitions.defs()
         self.defs = dg.Definitions(
-            assets=loaded.assets, asset_checks=loaded.asset_checks, jobs=loaded.jobs, sensors=loaded.sensors,
-            schedules=loaded.schedules, executor=loaded.executor, resources=resources,
-        )  # fmt: skip
+            assets=loaded.assets,
+            asset_checks=loaded.asset_checks,
+            jobs=loaded.jobs,
+            sensors=loaded.sensors,
+            schedules=loaded.schedules,
+            executor=loaded.executor,
+            resources=resources,
+        )
         self.storage = Storage(resources["pipeline"].data_root)
 
     def _execute(self, job: str, partitions: dict, run_config: dict | None = None) -> Step:

@@ -53,7 +53,7 @@ def _results(context: dg.AssetExecutionContext, done: Outcome, **result):
     deps=[
         dg.AssetDep("raw_events", partition_mapping=ANY_RECEIVED_DAY),
         dg.AssetDep("partition_map", partition_mapping=ANY_RECEIVED_DAY),
-    ],  # fmt: skip
+    ],
     backfill_policy=SINGLE_RUN,
     group_name="sessions",
 )
@@ -78,7 +78,7 @@ def events(
             asset="sessions",
             description="Each user written has sessions numbered 1..n in start order.",
         )
-    ],  # fmt: skip
+    ],
 )
 def sessions(
     context: dg.AssetExecutionContext, config: RepairConfig, spark: LazyPySparkResource, pipeline: PipelineResource
@@ -89,9 +89,10 @@ def sessions(
     done = run_step(context, lambda: refresh_sessions(pipeline.warehouse(spark), pipeline, repair))
     gaps = done.counts.pop("users_misnumbered", 0)
     check = dg.AssetCheckResult(
-        check_name=NUMBERING_CHECK, passed=gaps == 0,
+        check_name=NUMBERING_CHECK,
+        passed=gaps == 0,
         metadata={"users_checked": done.counts.get("users_written", 0), "users_misnumbered": gaps, "expected": 0},
-    )  # fmt: skip
+    )
     yield from _results(context, done, check_results=[check])
 
 

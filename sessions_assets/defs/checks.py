@@ -15,9 +15,10 @@ def _result(violations: DataFrame, description: str, **metadata) -> dg.AssetChec
     sample = [{k: str(v) for k, v in row.asDict().items()} for row in violations.limit(5).collect()]
     count = violations.count() if sample else 0
     return dg.AssetCheckResult(
-        passed=count == 0, description=description,
+        passed=count == 0,
+        description=description,
         metadata={"violations": count, "expected": 0, "sample": dg.MetadataValue.json(sample), **metadata},
-    )  # fmt: skip
+    )
 
 
 @dg.asset_check(asset="sessions", description="No two sessions of a user overlap, in any partition.")
@@ -54,8 +55,13 @@ def snapshot_counts_every_user(spark: LazyPySparkResource, pipeline: PipelineRes
     return _result(violations, "snapshot days that lose or invent users")
 
 
-CHECKS = [sessions_do_not_overlap, sessions_within_cap, sessions_numbered_in_order, sessions_count_every_event,
-          snapshot_counts_every_user]  # fmt: skip
+CHECKS = [
+    sessions_do_not_overlap,
+    sessions_within_cap,
+    sessions_numbered_in_order,
+    sessions_count_every_event,
+    snapshot_counts_every_user,
+]
 daily_checks = dg.ScheduleDefinition(
     name="daily_checks",
     job=dg.define_asset_job("checks_job", selection=dg.AssetSelection.checks(*CHECKS)),

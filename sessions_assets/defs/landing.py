@@ -21,9 +21,19 @@ from sessions_assets.warehouse.storage import Storage
 
 def _per_day(done) -> dg.MetadataValue:
     """A row per received day."""
-    return table([{"received_day": day.isoformat(), "lines": d.lines, "accepted": d.accepted, "rejected": d.rejected,
-                   "event_days": len(d.event_days), "fingerprint": d.fingerprint}
-                  for day, d in sorted(done.items())])  # fmt: skip
+    return table(
+        [
+            {
+                "received_day": day.isoformat(),
+                "lines": d.lines,
+                "accepted": d.accepted,
+                "rejected": d.rejected,
+                "event_days": len(d.event_days),
+                "fingerprint": d.fingerprint,
+            }
+            for day, d in sorted(done.items())
+        ]
+    )
 
 
 @dg.multi_asset(
@@ -47,15 +57,22 @@ def ingest(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeli
     for d in done.values():
         for reason, n in d.reasons.items():
             reasons[reason] = reasons.get(reason, 0) + n
-    files = [{"received_day": day.isoformat(), "file": name.rsplit("/", 1)[-1], **counts}
-             for day, d in sorted(done.items()) for name, counts in sorted(d.files.items())]  # fmt: skip
+    files = [
+        {"received_day": day.isoformat(), "file": name.rsplit("/", 1)[-1], **counts}
+        for day, d in sorted(done.items())
+        for name, counts in sorted(d.files.items())
+    ]
     event_days = sorted({e for d in done.values() for e in d.event_days})
     per_day = {"received_days": len(done), "per_received_day": _per_day(done)}
     yield dg.MaterializeResult(
         asset_key="raw_events",
-        metadata={"lines": sum(d.lines for d in done.values()), "accepted": sum(d.accepted for d in done.values()),
-                  "files": dg.MetadataValue.json(files), **per_day},
-    )  # fmt: skip
+        metadata={
+            "lines": sum(d.lines for d in done.values()),
+            "accepted": sum(d.accepted for d in done.values()),
+            "files": dg.MetadataValue.json(files),
+            **per_day,
+        },
+    )
     yield dg.MaterializeResult(
         asset_key="rejected_events",
         metadata={"rejected": sum(reasons.values()), "reasons": dg.MetadataValue.json(reasons), **per_day},

@@ -32,8 +32,13 @@ from sessions_assets.warehouse.tables import RECEIVED_DAYS
 INGEST_ASSET, REFRESH_ASSET = dg.AssetKey("raw_events"), dg.AssetKey("events")
 PARTITION = "dagster/partition"
 RECEIVED_DAYS_TAG = "sessions/received_days"  # a refresh run's tag: the received days it absorbs
-IN_FLIGHT = (dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
-             dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING)  # fmt: skip
+IN_FLIGHT = (
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+)
 FAILED = (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 BACKOFF_SECONDS, MAX_BACKOFF_SECONDS = 60, 3600
 RECENT_RUNS = 200
@@ -154,8 +159,11 @@ def landing(storage: Storage) -> Landing:
         if folder.day is None:
             ignored.append(folder)
         elif not lo <= folder.day <= hi:
-            ignored.append(LandingFolder(folder.uri, folder.name, folder.day,
-                                         f"outside the partitions {lo}..{hi} (SESSIONS_START_DATE)"))  # fmt: skip
+            ignored.append(
+                LandingFolder(
+                    folder.uri, folder.name, folder.day, f"outside the partitions {lo}..{hi} (SESSIONS_START_DATE)"
+                )
+            )
         else:
             fingerprint = storage.fingerprint(folder.day)
             if folder.day not in seen or seen[folder.day].fingerprint != fingerprint:
@@ -245,8 +253,11 @@ class Backlog:
     def describe(self) -> str:
         received = ", ".join(d.isoformat() for d in self.received_days) or "no new received day"
         days = self.event_days
-        touched = f"{len(days)} event days ({days[0]}..{days[-1]})" if len(days) > 3 else \
-            ", ".join(d.isoformat() for d in days) or "no event day"  # fmt: skip
+        touched = (
+            f"{len(days)} event days ({days[0]}..{days[-1]})"
+            if len(days) > 3
+            else ", ".join(d.isoformat() for d in days) or "no event day"
+        )
         return f"received {received} touched {touched}; refresh up to {self.latest_day}"
 
 
@@ -258,9 +269,11 @@ def backlog(storage: Storage) -> Backlog | None:
         return None
     records = ledger.received(storage)
     events = next((at for at in late if at.table.name == "events"), None)
-    fresh = [] if events is None else [
-        r for r in records.values() if events.absorbed is None or r.raw_version > events.absorbed
-    ]  # fmt: skip
+    fresh = (
+        []
+        if events is None
+        else [r for r in records.values() if events.absorbed is None or r.raw_version > events.absorbed]
+    )
     latest = max(records, default=None) or bounds()[1]
     event_days = tuple(sorted({d for r in fresh for d in r.event_days}))
     inputs = ",".join(f"{at.source.name}@{at.latest}" for at in late)

@@ -43,10 +43,11 @@ def landing_sensor(context: dg.SensorEvaluationContext, pipeline: PipelineResour
         if key not in reported:
             context.log.warning(message)
     requests = [
-        dg.RunRequest(run_key=key, partition_key=first.isoformat()) if first == last
+        dg.RunRequest(run_key=key, partition_key=first.isoformat())
+        if first == last
         else dg.RunRequest(run_key=key, tags=planning.range_tags(first, last))
         for first, last, key in ready.requests()
-    ]  # fmt: skip
+    ]
     return dg.SensorResult(run_requests=requests, cursor=json.dumps(sorted(messages)))
 
 

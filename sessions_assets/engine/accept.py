@@ -61,16 +61,27 @@ def parse_timestamp(raw: Column) -> Column:
     offset_hours, offset_minutes = F.coalesce(part(10), F.lit(0)), F.coalesce(part(11), F.lit(0))
     utc = local - F.make_dt_interval(F.lit(0), sign * offset_hours, sign * offset_minutes)
     valid = (
-        matched & (second < 60) & (offset_hours <= 23) & (offset_minutes <= 59)
-        & (part(1) >= 1) & utc.between(F.lit("0001-01-01 00:00:00"), F.lit("9999-12-31 23:59:59.999999"))
-    )  # fmt: skip
+        matched
+        & (second < 60)
+        & (offset_hours <= 23)
+        & (offset_minutes <= 59)
+        & (part(1) >= 1)
+        & utc.between(F.lit("0001-01-01 00:00:00"), F.lit("9999-12-31 23:59:59.999999"))
+    )
     return F.when(valid, utc)
 
 
 # The fields read from a message, by where they are in it (several paths: the first that holds a string).
-FIELDS = {"message_id": ("$.messageId",), "type": ("$.type",), "event": ("$.event",), "user_id": ("$.userId",),
-          "anonymous_id": ("$.anonymousId",), "timestamp": ("$.timestamp",), "received_at": ("$.receivedAt",),
-          **ATTRIBUTES}  # fmt: skip
+FIELDS = {
+    "message_id": ("$.messageId",),
+    "type": ("$.type",),
+    "event": ("$.event",),
+    "user_id": ("$.userId",),
+    "anonymous_id": ("$.anonymousId",),
+    "timestamp": ("$.timestamp",),
+    "received_at": ("$.receivedAt",),
+    **ATTRIBUTES,
+}
 # Taken as sent (no blank check): the names analysts see; and the two parsed as ISO-8601.
 AS_SENT, TIMESTAMPS = ("type", "event"), ("timestamp", "received_at")
 
@@ -82,22 +93,38 @@ def parse(lines: DataFrame) -> DataFrame:
     looked up once (Spark would otherwise repeat an expression each time a later one names it)."""
     digest = F.md5("payload")
     wrapped = F.from_json(
-        F.concat(F.lit("["), F.col("payload"), F.lit(',"'), digest, F.lit('"]')), T.ArrayType(T.VariantType()),
+        F.concat(F.lit("["), F.col("payload"), F.lit(',"'), digest, F.lit('"]')),
+        T.ArrayType(T.VariantType()),
         _JSON_OPTIONS,
-    )  # fmt: skip
+    )
     parsed = lines.select("payload", "source_file", wrapped.alias("_json"), digest.alias("_md5"))
     is_object = (F.size("_json") == 2) & (F.variant_get(F.col("_json")[1], "$", "string") == F.col("_md5"))
     is_object = F.coalesce(is_object & F.schema_of_variant(F.col("_json")[0]).startswith("OBJECT"), F.lit(False))
     values = parsed.select("payload", "source_file", (~is_object).alias("malformed"), F.col("_json")[0].alias("_m"))
-    values = values.select("payload", "source_file", "malformed", *[
-        F.variant_get("_m", path, "variant").alias(f"{name}_{n}") for name, paths in FIELDS.items()
-        for n, path in enumerate(paths)
-    ])  # fmt: skip
-    strings = values.select("payload", "source_file", "malformed", *[
-        F.coalesce(*[_string(F.col(f"{name}_{n}")) if name in AS_SENT else _present(_string(F.col(f"{name}_{n}")))
-                     for n in range(len(paths))]).alias(name)
-        for name, paths in FIELDS.items()
-    ])  # fmt: skip
+    values = values.select(
+        "payload",
+        "source_file",
+        "malformed",
+        *[
+            F.variant_get("_m", path, "variant").alias(f"{name}_{n}")
+            for name, paths in FIELDS.items()
+            for n, path in enumerate(paths)
+        ],
+    )
+    strings = values.select(
+        "payload",
+        "source_file",
+        "malformed",
+        *[
+            F.coalesce(
+                *[
+                    _string(F.col(f"{name}_{n}")) if name in AS_SENT else _present(_string(F.col(f"{name}_{n}")))
+                    for n in range(len(paths))
+                ]
+            ).alias(name)
+            for name, paths in FIELDS.items()
+        ],
+    )
     return strings.withColumns({name: parse_timestamp(F.col(name)) for name in TIMESTAMPS})
 
 

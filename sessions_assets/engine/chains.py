@@ -28,10 +28,21 @@ def touched_chains(stored: DataFrame, dirty: DataFrame, gap: timedelta) -> DataF
     ``dirty_from``, ``dirty_to``) whose chains must be recomputed: an added or removed event's moment,
     or a whole window to repair. Returns ``user_key``, ``chain_start``, ``chain_end``, ``has_stored``.
     """
-    spans = stored.select("user_key", F.col("session_start").alias("_from"), F.col("session_end").alias("_to"),
-                          F.lit(True).alias("_stored"), F.lit(False).alias("_dirty")).unionByName(
-        dirty.select("user_key", F.col("dirty_from").alias("_from"), F.col("dirty_to").alias("_to"),
-                     F.lit(False).alias("_stored"), F.lit(True).alias("_dirty")))  # fmt: skip
+    spans = stored.select(
+        "user_key",
+        F.col("session_start").alias("_from"),
+        F.col("session_end").alias("_to"),
+        F.lit(True).alias("_stored"),
+        F.lit(False).alias("_dirty"),
+    ).unionByName(
+        dirty.select(
+            "user_key",
+            F.col("dirty_from").alias("_from"),
+            F.col("dirty_to").alias("_to"),
+            F.lit(False).alias("_stored"),
+            F.lit(True).alias("_dirty"),
+        )
+    )
     by_user = Window.partitionBy("user_key").orderBy("_from", "_to")
     reach = F.max("_to").over(by_user.rowsBetween(Window.unboundedPreceding, -1))
     starts = starts_chain(F.col("_from"), reach, gap)
@@ -45,7 +56,7 @@ def touched_chains(stored: DataFrame, dirty: DataFrame, gap: timedelta) -> DataF
             F.max("_to").alias("chain_end"),
             F.max("_stored").alias("has_stored"),
             F.max("_dirty").alias("_touched"),
-        )  # fmt: skip
+        )
         .where("_touched")
         .drop("_chain", "_touched")
     )
@@ -69,8 +80,11 @@ def writes(stored: DataFrame, chains: DataFrame, fresh: DataFrame) -> DataFrame:
     """
     replaced = within(stored, chains, "session_start").select("session_id", F.lit(True).alias("_replaced"))
     old = stored.join(F.broadcast(replaced), "session_id", "left")
-    everyone = old.where(F.col("_replaced").isNull()).select(*STORED_COLUMNS, F.lit(False).alias("_fresh")).unionByName(
-        fresh.withColumn("_fresh", F.lit(True)), allowMissingColumns=True)  # fmt: skip
+    everyone = (
+        old.where(F.col("_replaced").isNull())
+        .select(*STORED_COLUMNS, F.lit(False).alias("_fresh"))
+        .unionByName(fresh.withColumn("_fresh", F.lit(True)), allowMissingColumns=True)
+    )
     number = F.row_number().over(Window.partitionBy("user_key").orderBy("session_start")).cast("long")
     numbered = everyone.withColumn("_number", number)
     renumbered = numbered.where(~F.col("_fresh") & (F.col("_number") != F.col("session_number"))).select(
@@ -82,6 +96,7 @@ def writes(stored: DataFrame, chains: DataFrame, fresh: DataFrame) -> DataFrame:
     new = numbered.where("_fresh").withColumn("session_number", F.col("_number")).select(*SESSION_COLUMNS)
     gone = old.where("_replaced").select("session_id", "session_date", F.lit(True).alias("_gone"))
     written = new.join(gone, ["session_id", "session_date"], "full_outer").select(
-        *SESSION_COLUMNS, F.when(F.col("user_key").isNull(), "delete").when(F.col("_gone"), "update")
-        .otherwise("insert").alias("_op"))  # fmt: skip
+        *SESSION_COLUMNS,
+        F.when(F.col("user_key").isNull(), "delete").when(F.col("_gone"), "update").otherwise("insert").alias("_op"),
+    )
     return written.unionByName(renumbered, allowMissingColumns=True)

@@ -43,8 +43,9 @@ def arrivals(incoming: DataFrame, stored: DataFrame, columns: list[str]) -> Data
     is_stored = F.col("o.event_date").isNotNull()
     wins = ~is_stored | _earlier("n", "o")
     same_day = is_stored & (F.col("o.event_date") == F.col("n.event_date"))
-    new = joined.where(wins).select(*[F.col(f"n.{c}").alias(c) for c in columns],
-                                    F.when(same_day, "update").otherwise("insert").alias("_op"))  # fmt: skip
+    new = joined.where(wins).select(
+        *[F.col(f"n.{c}").alias(c) for c in columns], F.when(same_day, "update").otherwise("insert").alias("_op")
+    )
     moved = joined.where(wins & is_stored & ~same_day)
     return new.unionByName(moved.select(*[F.col(f"o.{c}").alias(c) for c in columns], F.lit("delete").alias("_op")))
 
@@ -60,7 +61,8 @@ def corrections(wanted: DataFrame, stored: DataFrame, columns: list[str]) -> Dat
         same = same & F.col(f"w_{c}").eqNullSafe(F.col(f"s_{c}"))
     wanted_here, stored_here = F.col(f"w_{KEY}").isNotNull(), F.col(f"s_{KEY}").isNotNull()
     same_day = stored_here & F.coalesce(F.col("w_event_date") == F.col("s_event_date"), F.lit(False))
-    new = joined.where(wanted_here & ~same).select(*[F.col(f"w_{c}").alias(c) for c in columns],
-                                                   F.when(same_day, "update").otherwise("insert").alias("_op"))  # fmt: skip
+    new = joined.where(wanted_here & ~same).select(
+        *[F.col(f"w_{c}").alias(c) for c in columns], F.when(same_day, "update").otherwise("insert").alias("_op")
+    )
     gone = joined.where(stored_here & ~same_day & (~wanted_here | ~same))
     return new.unionByName(gone.select(*[F.col(f"s_{c}").alias(c) for c in columns], F.lit("delete").alias("_op")))

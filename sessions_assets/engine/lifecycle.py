@@ -39,11 +39,13 @@ def transitions(session_days: DataFrame, settings: Settings) -> DataFrame:
     days = session_days.select("user_key", weight.alias("weight"), _n(F.col("day")).alias("today")).distinct()
     timeline = ("user_key", "weight")
     by_user = Window.partitionBy(*timeline).orderBy("today")
-    days = days.withColumns({
-        "previous": F.lag("today").over(by_user),  # the user's session day before this one
-        "next": F.lead("today").over(by_user),  # and after it
-        "first": F.min("today").over(Window.partitionBy(*timeline)),
-    })  # fmt: skip
+    days = days.withColumns(
+        {
+            "previous": F.lag("today").over(by_user),  # the user's session day before this one
+            "next": F.lead("today").over(by_user),  # and after it
+            "first": F.min("today").over(Window.partitionBy(*timeline)),
+        }
+    )
     # A run: consecutive session days. Its first day tells when an active stay began.
     after_a_break = F.col("previous").isNull() | (F.col("today") - F.col("previous") > 1)
     days = days.withColumn("run", F.sum(after_a_break.cast("int")).over(by_user))
@@ -86,10 +88,16 @@ TRANSITIONS = (
     Transition("active, then idle: leaves active", "tomorrow", "active", LEAVES, "active_from", "active_then_idle"),
     Transition("then idle: enters lapsing", "tomorrow", "lapsing", ENTERS, "tomorrow", "ends_run"),
     Transition("idle past lapsing: leaves lapsing", "dormant_from", "lapsing", LEAVES, "tomorrow", "quiet_to_dormant"),
-    Transition("idle past lapsing: enters dormant", "dormant_from", "dormant", ENTERS, "dormant_from", "quiet_to_dormant"),
-    Transition("idle past dormant: leaves dormant", "churned_from", "dormant", LEAVES, "dormant_from", "quiet_to_churned"),
-    Transition("idle past dormant: enters churned", "churned_from", "churned", ENTERS, "churned_from", "quiet_to_churned"),
-)  # fmt: skip
+    Transition(
+        "idle past lapsing: enters dormant", "dormant_from", "dormant", ENTERS, "dormant_from", "quiet_to_dormant"
+    ),
+    Transition(
+        "idle past dormant: leaves dormant", "churned_from", "dormant", LEAVES, "dormant_from", "quiet_to_churned"
+    ),
+    Transition(
+        "idle past dormant: enters churned", "churned_from", "churned", ENTERS, "churned_from", "quiet_to_churned"
+    ),
+)
 
 
 def _transition_columns(settings: Settings) -> dict[str, Column]:

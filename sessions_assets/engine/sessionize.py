@@ -21,9 +21,19 @@ from sessions_assets.settings import Settings
 ORDER = ("timestamp", "message_id")
 # What sessionizing reads of an event.
 SESSIONIZED = (
-    "user_key", "timestamp", "message_id", "type", "event", "page_path", "referrer", "utm_source", "utm_medium",
-    "utm_campaign", "device_class", "device_type",
-)  # fmt: skip
+    "user_key",
+    "timestamp",
+    "message_id",
+    "type",
+    "event",
+    "page_path",
+    "referrer",
+    "utm_source",
+    "utm_medium",
+    "utm_campaign",
+    "device_class",
+    "device_type",
+)
 # The sessions table's columns: what ``sessionize`` returns and what is stored (``warehouse/tables.py``).
 SESSION_SCHEMA = schema(
     "session_id string, user_key string, session_number long, session_start timestamp, session_end timestamp, "
@@ -126,13 +136,15 @@ def sessionize(events: DataFrame, settings: Settings) -> DataFrame:
     )
     # A session that is not the last of its chain was ended by the cap, not by inactivity.
     next_chain = F.lead("chain").over(Window.partitionBy("user_key").orderBy("session_no"))
-    return number(sessions.select(
-        session_id(F.col("user_key"), F.col("session_start")).alias("session_id"),
-        "*",
-        ((F.unix_micros("session_end") - F.unix_micros("session_start")) / 1_000_000).alias("duration_seconds"),
-        F.coalesce(next_chain == F.col("chain"), F.lit(False)).alias("ended_by_cap"),
-        F.to_date("session_start").alias("session_date"),
-    ))  # fmt: skip
+    return number(
+        sessions.select(
+            session_id(F.col("user_key"), F.col("session_start")).alias("session_id"),
+            "*",
+            ((F.unix_micros("session_end") - F.unix_micros("session_start")) / 1_000_000).alias("duration_seconds"),
+            F.coalesce(next_chain == F.col("chain"), F.lit(False)).alias("ended_by_cap"),
+            F.to_date("session_start").alias("session_date"),
+        )
+    )
 
 
 def number(sessions: DataFrame) -> DataFrame:

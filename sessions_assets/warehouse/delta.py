@@ -30,10 +30,15 @@ _CREATION_RACE = ("DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", "DELTA_TABLE_NOT
 CREATION_WAIT_SECONDS = 30.0
 # Delta's commit-conflict exceptions (io.delta.exceptions.*), as delta-spark raises them in Python.
 _CONFLICTS = (
-    "DeltaConcurrentModificationException", "ConcurrentWriteException", "MetadataChangedException",
-    "ProtocolChangedException", "ConcurrentAppendException", "ConcurrentDeleteReadException",
-    "ConcurrentDeleteDeleteException", "ConcurrentTransactionException",
-)  # fmt: skip
+    "DeltaConcurrentModificationException",
+    "ConcurrentWriteException",
+    "MetadataChangedException",
+    "ProtocolChangedException",
+    "ConcurrentAppendException",
+    "ConcurrentDeleteReadException",
+    "ConcurrentDeleteDeleteException",
+    "ConcurrentTransactionException",
+)
 
 
 def is_write_conflict(error: BaseException | None) -> bool:
@@ -184,9 +189,13 @@ class Warehouse:
         """Rows changed by versions ``first..last``, with ``_change_type`` (Delta's change data feed)."""
         self._ensure(table)
         return (
-            self.spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", first)
-            .option("endingVersion", last).load(self.uri(table)).select(*table.columns, "_change_type")
-        )  # fmt: skip
+            self.spark.read.format("delta")
+            .option("readChangeFeed", "true")
+            .option("startingVersion", first)
+            .option("endingVersion", last)
+            .load(self.uri(table))
+            .select(*table.columns, "_change_type")
+        )
 
     # --- upkeep -------------------------------------------------------------------------------------
 

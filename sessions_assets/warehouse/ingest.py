@@ -65,10 +65,12 @@ def ingest_days(wh: Warehouse, settings: Settings, fingerprints: dict[date, str]
             .localCheckpoint()
         )
         done = {
-            day: IngestedDay(fingerprints[day], files={f.uri: {"lines": 0, "accepted": 0, "rejected": 0}
-                                                       for f in files[day] if not f.skip_reason})
+            day: IngestedDay(
+                fingerprints[day],
+                files={f.uri: {"lines": 0, "accepted": 0, "rejected": 0} for f in files[day] if not f.skip_reason},
+            )
             for day in days
-        }  # fmt: skip
+        }
         # Every count the run reports, in one query: per received day, file, reason and event day.
         for row in classified.groupBy("received_date", "source_file", "reason", "event_date").count().collect():
             ingested = done[row.received_date]
@@ -93,8 +95,11 @@ def ingest_days(wh: Warehouse, settings: Settings, fingerprints: dict[date, str]
         )
         where = on_days("received_date", days)
         before = wh.read(PARTITION_MAP).where(where).select("received_date", "event_date").collect()
-        for table, rows in ((RAW_EVENTS, classified.where(F.col("reason").isNull())), (REJECTED_EVENTS, rejected),
-                            (PARTITION_MAP, mapping)):  # fmt: skip
+        for table, rows in (
+            (RAW_EVENTS, classified.where(F.col("reason").isNull())),
+            (REJECTED_EVENTS, rejected),
+            (PARTITION_MAP, mapping),
+        ):
             wh.replace_where(table, rows, where)
         raw_version = wh.version(RAW_EVENTS)
         for day, ingested in done.items():
@@ -103,9 +108,12 @@ def ingest_days(wh: Warehouse, settings: Settings, fingerprints: dict[date, str]
             ingested.accepted = sum(ingested.events_per_day.values())
             ingested.lines = sum(f.get("lines", 0) for f in ingested.files.values())
         record = wh.spark.createDataFrame(
-            [(day, d.fingerprint, d.lines, d.accepted, d.rejected, d.event_days, raw_version, datetime.now(UTC))
-             for day, d in done.items()], RECEIVED_DAYS.schema,
-        )  # fmt: skip
+            [
+                (day, d.fingerprint, d.lines, d.accepted, d.rejected, d.event_days, raw_version, datetime.now(UTC))
+                for day, d in done.items()
+            ],
+            RECEIVED_DAYS.schema,
+        )
         wh.replace_where(RECEIVED_DAYS, record, where)
         return done
     finally:

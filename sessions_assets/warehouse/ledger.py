@@ -33,8 +33,13 @@ from sessions_assets.warehouse.tables import (
 NO_DATA_CHANGE = ("OPTIMIZE", "VACUUM START", "VACUUM END", "ADD COLUMNS")
 # Each derived table and the inputs it absorbs, in refresh order (``daily_snapshot`` notes the ``lifecycle``
 # totals it was summed from, and the ``received_days`` version whose horizon it was summed up to).
-FOLLOWS = ((EVENTS, RAW_EVENTS), (SESSIONS, EVENTS), (LIFECYCLE, SESSIONS), (DAILY_SNAPSHOT, LIFECYCLE),
-           (DAILY_SNAPSHOT, RECEIVED_DAYS))  # fmt: skip
+FOLLOWS = (
+    (EVENTS, RAW_EVENTS),
+    (SESSIONS, EVENTS),
+    (LIFECYCLE, SESSIONS),
+    (DAILY_SNAPSHOT, LIFECYCLE),
+    (DAILY_SNAPSHOT, RECEIVED_DAYS),
+)
 
 ABSORBED = "absorbed"
 # How many of a table's latest commits are searched for its note; past them it is rebuilt whole.
@@ -132,7 +137,7 @@ def received(storage: Storage) -> dict[date, Received]:
             r["rejected"],
             tuple(r["event_days"] or ()),
             r["raw_version"],
-        )  # fmt: skip
+        )
         for r in rows
     }
 

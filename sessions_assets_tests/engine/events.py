@@ -19,8 +19,14 @@ SCHEMA = ", ".join(f"{c} {'timestamp' if c == 'timestamp' else 'string'}" for c 
 
 def ev(at: datetime, user: str = "u1", **fields) -> dict:
     """One accepted event as the oracle sees it, with a fresh message id."""
-    return {"message_id": f"m-{next(_ids):06d}", "user_key": user, "timestamp": at, "type": "track",
-            "event": "Viewed", **fields}  # fmt: skip
+    return {
+        "message_id": f"m-{next(_ids):06d}",
+        "user_key": user,
+        "timestamp": at,
+        "type": "track",
+        "event": "Viewed",
+        **fields,
+    }
 
 
 def frame(spark: SparkSession, events: list[dict]) -> DataFrame:

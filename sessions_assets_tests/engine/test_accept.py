@@ -12,8 +12,23 @@ from sessions_assets_tests import cases
 from sessions_assets_tests.reference import accept_line
 
 LINES = [("rejected", *c) for c in cases.REJECTED] + [("accepted", c[0], c[1], None) for c in cases.ACCEPTED]
-FIELDS = ("message_id", "user_id", "anonymous_id", "user_key", "type", "event", "timestamp", "received_at",
-          "page_path", "referrer", "utm_source", "utm_medium", "utm_campaign", "user_agent", "device_type")  # fmt: skip
+FIELDS = (
+    "message_id",
+    "user_id",
+    "anonymous_id",
+    "user_key",
+    "type",
+    "event",
+    "timestamp",
+    "received_at",
+    "page_path",
+    "referrer",
+    "utm_source",
+    "utm_medium",
+    "utm_campaign",
+    "user_agent",
+    "device_type",
+)
 
 
 @pytest.fixture(scope="module")
@@ -44,4 +59,6 @@ def test_thresholds_come_from_the_settings(spark):
     lines = spark.createDataFrame([(late, "late"), (ahead, "ahead")], "payload string, source_file string")
     strict = Settings(max_lateness_days=14, max_future_skew_minutes=15)
     assert {r.source_file: r.reason for r in accept.classify(accept.parse(lines), strict).collect()} == {
-        "late": "too_late", "ahead": "future_timestamp"}  # fmt: skip
+        "late": "too_late",
+        "ahead": "future_timestamp",
+    }

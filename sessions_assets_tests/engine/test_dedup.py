@@ -31,8 +31,10 @@ COPIES = [
 
 
 def frame(spark, copies):
-    rows = [(c["message_id"], c["timestamp"], c["received_at"], c["received_date"], c["timestamp"].date(), c["payload"])
-            for c in copies]  # fmt: skip
+    rows = [
+        (c["message_id"], c["timestamp"], c["received_at"], c["received_date"], c["timestamp"].date(), c["payload"])
+        for c in copies
+    ]
     return spark.createDataFrame(rows, SCHEMA)
 
 
@@ -67,4 +69,5 @@ def test_corrections_make_the_stored_rows_the_wanted_ones(spark):
     assert dedup.corrections(stored, stored, COLUMNS).collect() == []
     nothing = frame(spark, [])
     assert {(r._op, r.event_date) for r in dedup.corrections(nothing, stored, COLUMNS).collect()} == {
-        ("delete", date(2024, 3, 11))}  # a message no copy is left of goes  # fmt: skip
+        ("delete", date(2024, 3, 11))  # a message no copy is left of goes
+    }

@@ -32,19 +32,24 @@ def expected(pairs, horizon: int, config: Settings):
 
 
 def snapshot(spark, pairs, horizon: int, config: Settings):
-    return rows(lifecycle.snapshot(lifecycle.transitions(session_days(spark, pairs), config), day(horizon)),
-                SNAPSHOT_COLUMNS)  # fmt: skip
+    return rows(
+        lifecycle.snapshot(lifecycle.transitions(session_days(spark, pairs), config), day(horizon)), SNAPSHOT_COLUMNS
+    )
 
 
 CASES = [
     ("new_active_lapsing_dormant_churned", [("ann", 0), ("ann", 1)], 40, Settings()),
     ("active_run_keeps_its_age", [("ann", 0), ("ann", 1), ("ann", 2), ("ann", 3), ("ann", 9)], 12, Settings()),
     ("back_on_the_day_it_would_turn_dormant", [("bob", 0), ("bob", 0), ("bob", 1), ("bob", 9)], 10, Settings()),
-    ("short_thresholds", [("ann", 0), ("ann", 3), ("bob", 1), ("bob", 2), ("cy", 1)], 7,
-     Settings(lapsing_days=1, dormant_days=2)),
+    (
+        "short_thresholds",
+        [("ann", 0), ("ann", 3), ("bob", 1), ("bob", 2), ("cy", 1)],
+        7,
+        Settings(lapsing_days=1, dormant_days=2),
+    ),
     ("averages_round_half_up", [("old", 0)] + [(f"u{i}", 1) for i in range(31)], 3, Settings()),
     ("sessions_after_the_horizon_do_not_count", [("ann", 0), ("ann", 5), ("bob", 6)], 3, Settings()),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("pairs, horizon, config", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
@@ -63,8 +68,11 @@ def test_a_correction_by_difference_equals_a_recount(spark, before, after, horiz
     changed = {u for u, _ in before} ^ {u for u, _ in after} | {u for u, _ in set(before) ^ set(after)}
     new = [p for p in before if p[0] not in changed] + [p for p in after if p[0] in changed]
     old_totals = lifecycle.transitions(session_days(spark, before), Settings())
-    timelines = session_days(spark, [p for p in new if p[0] in changed]).withColumn("weight", F.lit(1)).unionByName(
-        session_days(spark, [p for p in before if p[0] in changed]).withColumn("weight", F.lit(-1)))  # fmt: skip
+    timelines = (
+        session_days(spark, [p for p in new if p[0] in changed])
+        .withColumn("weight", F.lit(1))
+        .unionByName(session_days(spark, [p for p in before if p[0] in changed]).withColumn("weight", F.lit(-1)))
+    )
     corrected = lifecycle.combined(old_totals, lifecycle.transitions(timelines, Settings()))
     actual = rows(lifecycle.snapshot(corrected, day(horizon)), SNAPSHOT_COLUMNS)
     assert_same(actual, expected(new, horizon, Settings()), "daily_snapshot")

@@ -45,27 +45,54 @@ def test_a_good_line_is_accepted_and_parsed(text, user_key, timestamp):
 def test_accepted_event_fields():
     event, _ = accept_line(line(userId="", timestamp="2024-03-16T11:00:00+02:00", receivedAt="2024-03-16T09:01:00"))
     assert event == {
-        "message_id": "m-1", "user_id": None, "anonymous_id": "a-1", "user_key": "a-1", "type": "track",
-        "event": "Page Viewed", "timestamp": T("2024-03-16 09:00"), "received_at": T("2024-03-16 09:01"),
-        "payload": event["payload"], "page_path": "/", "referrer": None, "utm_source": None, "utm_medium": None,
-        "utm_campaign": None, "user_agent": None, "device_type": None,
-    }  # fmt: skip
+        "message_id": "m-1",
+        "user_id": None,
+        "anonymous_id": "a-1",
+        "user_key": "a-1",
+        "type": "track",
+        "event": "Page Viewed",
+        "timestamp": T("2024-03-16 09:00"),
+        "received_at": T("2024-03-16 09:01"),
+        "payload": event["payload"],
+        "page_path": "/",
+        "referrer": None,
+        "utm_source": None,
+        "utm_medium": None,
+        "utm_campaign": None,
+        "user_agent": None,
+        "device_type": None,
+    }
 
 
 ATTRIBUTES = [
     # (id, the message's context and properties, what the event carries)
-    ("page_context_wins", {"context": {"page": {"path": "/a", "referrer": "https://r/"}}, "properties": {"path": "/b"}},
-     {"page_path": "/a", "referrer": "https://r/"}),
-    ("properties_when_no_page", {"context": {}, "properties": {"path": "/b", "referrer": "https://p/"}},
-     {"page_path": "/b", "referrer": "https://p/"}),
+    (
+        "page_context_wins",
+        {"context": {"page": {"path": "/a", "referrer": "https://r/"}}, "properties": {"path": "/b"}},
+        {"page_path": "/a", "referrer": "https://r/"},
+    ),
+    (
+        "properties_when_no_page",
+        {"context": {}, "properties": {"path": "/b", "referrer": "https://p/"}},
+        {"page_path": "/b", "referrer": "https://p/"},
+    ),
     ("blank_path_is_none", {"context": {"page": {"path": " "}}, "properties": {"path": "/b"}}, {"page_path": "/b"}),
-    ("campaign_fields", {"context": {"campaign": {"source": "news", "name": "autumn", "content": "x"}}},
-     {"utm_source": "news", "utm_medium": None, "utm_campaign": "autumn"}),
-    ("agent_and_device", {"context": {"userAgent": "Mozilla/5.0", "device": {"type": "ios"}}},
-     {"user_agent": "Mozilla/5.0", "device_type": "ios"}),
-    ("wrong_types_are_none", {"context": {"page": {"path": 7}, "campaign": "spring", "userAgent": {}}, "properties": []},
-     {"page_path": None, "utm_source": None, "user_agent": None}),
-]  # fmt: skip
+    (
+        "campaign_fields",
+        {"context": {"campaign": {"source": "news", "name": "autumn", "content": "x"}}},
+        {"utm_source": "news", "utm_medium": None, "utm_campaign": "autumn"},
+    ),
+    (
+        "agent_and_device",
+        {"context": {"userAgent": "Mozilla/5.0", "device": {"type": "ios"}}},
+        {"user_agent": "Mozilla/5.0", "device_type": "ios"},
+    ),
+    (
+        "wrong_types_are_none",
+        {"context": {"page": {"path": 7}, "campaign": "spring", "userAgent": {}}, "properties": []},
+        {"page_path": None, "utm_source": None, "user_agent": None},
+    ),
+]
 
 
 @pytest.mark.parametrize("message, expected", [a[1:] for a in ATTRIBUTES], ids=[a[0] for a in ATTRIBUTES])
@@ -163,15 +190,23 @@ def burst(start: str, end: str, n: int, user: str = "jml") -> list[dict]:
 def table(sessions: list[dict]) -> list[tuple]:
     """Sessions as the seed draws them: (start, end, num_events), plus the partition and the cap flag."""
     return sorted(
-        (s["session_start"].strftime("%Y-%m-%d %H:%M"), s["session_end"].strftime("%Y-%m-%d %H:%M"),
-         s["num_events"], s["session_date"].isoformat(), s["ended_by_cap"])
+        (
+            s["session_start"].strftime("%Y-%m-%d %H:%M"),
+            s["session_end"].strftime("%Y-%m-%d %H:%M"),
+            s["num_events"],
+            s["session_date"].isoformat(),
+            s["ended_by_cap"],
+        )
         for s in sessions
-    )  # fmt: skip
+    )
 
 
 # The seed's user on 2019-10-23: sessions 09:21-09:30 (10 events), 10:05-10:23 (15), 13:25-14:10 (20).
-SEED_DAY = burst("2019-10-23 09:21", "2019-10-23 09:30", 10) + burst("2019-10-23 10:05", "2019-10-23 10:23", 15) \
-    + burst("2019-10-23 13:25", "2019-10-23 14:10", 20)  # fmt: skip
+SEED_DAY = (
+    burst("2019-10-23 09:21", "2019-10-23 09:30", 10)
+    + burst("2019-10-23 10:05", "2019-10-23 10:23", 15)
+    + burst("2019-10-23 13:25", "2019-10-23 14:10", 20)
+)
 DAY_BEFORE = burst("2019-10-22 23:50", "2019-10-22 23:59", 4)
 DAY_AFTER = burst("2019-10-24 00:01", "2019-10-24 00:20", 5)
 
@@ -183,19 +218,44 @@ AFTER = ("2019-10-24 00:01", "2019-10-24 00:20", 5, "2019-10-24", False)
 
 SEED_CASES = [
     # (id, the user's events so far, their sessions, the late event, the sessions after it)
-    ("inside", SEED_DAY, [S1, S2, S3], "2019-10-23 09:23",
-     [("2019-10-23 09:21", "2019-10-23 09:30", 11, "2019-10-23", False), S2, S3]),
-    ("merge_of_two", SEED_DAY, [S1, S2, S3], "2019-10-23 09:45",
-     [("2019-10-23 09:21", "2019-10-23 10:23", 26, "2019-10-23", False), S3]),
-    ("new_between", SEED_DAY, [S1, S2, S3], "2019-10-23 11:15",
-     [S1, S2, ("2019-10-23 11:15", "2019-10-23 11:15", 1, "2019-10-23", False), S3]),
+    (
+        "inside",
+        SEED_DAY,
+        [S1, S2, S3],
+        "2019-10-23 09:23",
+        [("2019-10-23 09:21", "2019-10-23 09:30", 11, "2019-10-23", False), S2, S3],
+    ),
+    (
+        "merge_of_two",
+        SEED_DAY,
+        [S1, S2, S3],
+        "2019-10-23 09:45",
+        [("2019-10-23 09:21", "2019-10-23 10:23", 26, "2019-10-23", False), S3],
+    ),
+    (
+        "new_between",
+        SEED_DAY,
+        [S1, S2, S3],
+        "2019-10-23 11:15",
+        [S1, S2, ("2019-10-23 11:15", "2019-10-23 11:15", 1, "2019-10-23", False), S3],
+    ),
     # a session ending 23:59 the day before takes in the 00:01 event; it stays in the 2019-10-22 partition
-    ("start_of_day", DAY_BEFORE + SEED_DAY, [BEFORE, S1, S2, S3], "2019-10-23 00:01",
-     [("2019-10-22 23:50", "2019-10-23 00:01", 5, "2019-10-22", False), S1, S2, S3]),
+    (
+        "start_of_day",
+        DAY_BEFORE + SEED_DAY,
+        [BEFORE, S1, S2, S3],
+        "2019-10-23 00:01",
+        [("2019-10-22 23:50", "2019-10-23 00:01", 5, "2019-10-22", False), S1, S2, S3],
+    ),
     # the next day's 00:01 session is dragged back to start at 23:59: it moves to the 2019-10-23 partition
-    ("end_of_day", SEED_DAY + DAY_AFTER, [S1, S2, S3, AFTER], "2019-10-23 23:59",
-     [S1, S2, S3, ("2019-10-23 23:59", "2019-10-24 00:20", 6, "2019-10-23", False)]),
-]  # fmt: skip
+    (
+        "end_of_day",
+        SEED_DAY + DAY_AFTER,
+        [S1, S2, S3, AFTER],
+        "2019-10-23 23:59",
+        [S1, S2, S3, ("2019-10-23 23:59", "2019-10-24 00:20", 6, "2019-10-23", False)],
+    ),
+]
 
 
 @pytest.mark.parametrize("existing, before, late, after", [c[1:] for c in SEED_CASES], ids=[c[0] for c in SEED_CASES])
@@ -213,8 +273,11 @@ def test_the_seed_day_alone_is_the_seeds_three_sessions():
 
 def test_one_late_event_bridges_one_gap_so_three_sessions_need_two_to_become_one():
     # Three sessions 35 minutes apart: an event fills one gap, so a single one can merge only two of them.
-    existing = burst("2024-03-11 09:00", "2024-03-11 09:10", 3) + burst("2024-03-11 09:45", "2024-03-11 09:55", 3) \
-        + burst("2024-03-11 10:30", "2024-03-11 10:40", 3)  # fmt: skip
+    existing = (
+        burst("2024-03-11 09:00", "2024-03-11 09:10", 3)
+        + burst("2024-03-11 09:45", "2024-03-11 09:55", 3)
+        + burst("2024-03-11 10:30", "2024-03-11 10:40", 3)
+    )
     assert [s[2] for s in table(sessionize(existing))] == [3, 3, 3]
     assert table(sessionize(existing + [ev("2024-03-11 09:30")])) == [
         ("2024-03-11 09:00", "2024-03-11 09:55", 7, "2024-03-11", False),
@@ -277,8 +340,12 @@ def test_the_cap_is_configurable():
 
 
 def test_sessions_are_per_user_and_events_at_the_same_moment_all_count():
-    events = [ev("2024-03-11 10:00", "a"), ev("2024-03-11 10:00", "a"), ev("2024-03-11 10:20", "b"),
-              ev("2024-03-11 10:30", "a")]  # fmt: skip
+    events = [
+        ev("2024-03-11 10:00", "a"),
+        ev("2024-03-11 10:00", "a"),
+        ev("2024-03-11 10:20", "b"),
+        ev("2024-03-11 10:30", "a"),
+    ]
     assert [(s["user_key"], s["num_events"]) for s in sessionize(events)] == [("a", 3), ("b", 1)]
 
 
@@ -360,12 +427,11 @@ def test_a_small_example_worked_out_by_hand():
         1: [("new", 2, 2, 1, 0.0), ("lapsing", 1, 1, 0, 0.0)],
         2: [("new", 0, 0, 2, 0.0), ("active", 1, 1, 0, 0.0), ("lapsing", 1, 1, 1, 0.0), ("dormant", 1, 1, 0, 0.0)],
         3: [("active", 1, 1, 1, 0.0), ("lapsing", 1, 1, 1, 0.0), ("dormant", 1, 1, 1, 0.0)],
-        4: [("active", 0, 0, 1, 0.0), ("lapsing", 1, 1, 1, 0.0), ("dormant", 1, 1, 1, 0.0),
-            ("churned", 1, 1, 0, 0.0)],
+        4: [("active", 0, 0, 1, 0.0), ("lapsing", 1, 1, 1, 0.0), ("dormant", 1, 1, 1, 0.0), ("churned", 1, 1, 0, 0.0)],
         5: [("lapsing", 0, 0, 1, 0.0), ("dormant", 1, 1, 1, 0.0), ("churned", 2, 1, 0, 0.5)],  # cy 1 d, bob 0
         6: [("dormant", 0, 0, 1, 0.0), ("churned", 3, 1, 0, 1.0)],  # cy 2, bob 1, ann 0
         7: [("churned", 3, 0, 0, 2.0)],  # cy 3, bob 2, ann 1
-    }  # fmt: skip
+    }
 
 
 def test_on_hand_is_the_previous_day_plus_entered_minus_exited():
@@ -391,8 +457,11 @@ AVERAGES = [
 
 @pytest.mark.parametrize("sessions, horizon, state, average", [a[1:] for a in AVERAGES], ids=[a[0] for a in AVERAGES])
 def test_average_days_in_state_is_rounded_to_4_decimals(sessions, horizon, state, average):
-    [row] = [r for r in daily_snapshot(on(*sessions), day(horizon)) if r["snapshot_date"] == day(horizon)
-             and r["state"] == state]  # fmt: skip
+    [row] = [
+        r
+        for r in daily_snapshot(on(*sessions), day(horizon))
+        if r["snapshot_date"] == day(horizon) and r["state"] == state
+    ]
     assert row["avg_days_in_state"] == average
 
 
@@ -430,17 +499,22 @@ def test_recompute_from_landing_lines():
     out = recompute(landing)
     assert [e["message_id"] for e in out["accepted"]] == ["a1", "a2", "a1", "b1"]
     assert [(d, reason) for d, _, reason in out["rejected"]] == [
-        ("2024-03-10", "malformed_json"), ("2024-03-12", "future_timestamp")
-    ]  # fmt: skip
+        ("2024-03-10", "malformed_json"),
+        ("2024-03-12", "future_timestamp"),
+    ]
     assert [(e["message_id"], e["received_date"]) for e in out["events"]] == [
-        ("a1", "2024-03-10"), ("a2", "2024-03-12"), ("b1", "2024-03-12")
-    ]  # fmt: skip
+        ("a1", "2024-03-10"),
+        ("a2", "2024-03-12"),
+        ("b1", "2024-03-12"),
+    ]
     assert table(out["sessions"]) == [
         ("2024-03-10 23:50", "2024-03-11 00:15", 2, "2024-03-10", False),
         ("2024-03-12 10:00", "2024-03-12 10:00", 1, "2024-03-12", False),
     ]
-    snapshot = {(r["snapshot_date"].isoformat(), r["state"]): (r["users_on_hand"], r["users_entered"],
-                r["users_exited"]) for r in out["snapshot"]}  # fmt: skip
+    snapshot = {
+        (r["snapshot_date"].isoformat(), r["state"]): (r["users_on_hand"], r["users_entered"], r["users_exited"])
+        for r in out["snapshot"]
+    }
     assert snapshot == {
         ("2024-03-10", "new"): (1, 1, 0),
         ("2024-03-11", "new"): (0, 0, 1),
@@ -484,13 +558,33 @@ def test_attributes_come_from_the_first_and_last_events_carrying_them():
         {**ev("2024-03-11 10:04"), "type": "track", "event": None},
     ]
     [s] = sessionize(events)
-    assert {k: s[k] for k in ("first_event", "last_event", "page_views", "landing_path", "exit_path", "referrer",
-                              "utm_source", "utm_medium", "utm_campaign", "duration_seconds")} == {  # fmt: skip
-        "first_event": "identify", "last_event": None, "page_views": 2, "landing_path": "/home",
-        "exit_path": "/pricing", "referrer": "https://news.example/",
+    assert {
+        k: s[k]
+        for k in (
+            "first_event",
+            "last_event",
+            "page_views",
+            "landing_path",
+            "exit_path",
+            "referrer",
+            "utm_source",
+            "utm_medium",
+            "utm_campaign",
+            "duration_seconds",
+        )
+    } == {
+        "first_event": "identify",
+        "last_event": None,
+        "page_views": 2,
+        "landing_path": "/home",
+        "exit_path": "/pricing",
+        "referrer": "https://news.example/",
         # the first event carrying a campaign gives all three fields, even those it leaves empty
-        "utm_source": None, "utm_medium": "email", "utm_campaign": None, "duration_seconds": 240.0,
-    }  # fmt: skip
+        "utm_source": None,
+        "utm_medium": "email",
+        "utm_campaign": None,
+        "duration_seconds": 240.0,
+    }
 
 
 def test_a_late_first_event_becomes_the_landing_page():
@@ -502,16 +596,34 @@ def test_a_late_first_event_becomes_the_landing_page():
 
 
 DEVICES = [
-    ("desktop_agent", {"user_agent": "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
-                                     "Chrome/124.0 Safari/537.36"}, "desktop"),
-    ("phone_agent", {"user_agent": "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 "
-                                   "(KHTML, like Gecko) Mobile/15E148"}, "mobile"),
-    ("tablet_agent_without_the_word", {"user_agent": "Mozilla/5.0 (Linux; Android 13; SM-X700) AppleWebKit/537.36 "
-                                                     "(KHTML, like Gecko) Chrome/120.0 Safari/537.36"}, "tablet"),
+    (
+        "desktop_agent",
+        {
+            "user_agent": "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+            "Chrome/124.0 Safari/537.36"
+        },
+        "desktop",
+    ),
+    (
+        "phone_agent",
+        {
+            "user_agent": "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 "
+            "(KHTML, like Gecko) Mobile/15E148"
+        },
+        "mobile",
+    ),
+    (
+        "tablet_agent_without_the_word",
+        {
+            "user_agent": "Mozilla/5.0 (Linux; Android 13; SM-X700) AppleWebKit/537.36 "
+            "(KHTML, like Gecko) Chrome/120.0 Safari/537.36"
+        },
+        "tablet",
+    ),
     ("mobile_library_as_sent", {"device_type": "ios"}, "ios"),
     ("agent_wins_over_device_type", {"device_type": "android", "user_agent": "curl/8.0"}, "desktop"),
     ("nothing_sent", {}, None),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("fields, device", [d[1:] for d in DEVICES], ids=[d[0] for d in DEVICES])
@@ -523,8 +635,10 @@ def test_device_type_from_the_first_user_agent_else_the_first_device_type(fields
 def test_a_copy_with_a_shifted_timestamp_is_kept_once_where_the_first_received_copy_says():
     original = line(messageId="m-9", timestamp="2024-03-11T00:00:05Z", receivedAt="2024-03-11T00:00:06Z")
     early_copy = line(messageId="m-9", timestamp="2024-03-10T23:59:58Z", receivedAt="2024-03-10T23:59:59Z")
-    for days in ({"2024-03-11": [original], "2024-03-10": [early_copy]},
-                 {"2024-03-10": [early_copy], "2024-03-11": [original]}):  # fmt: skip
+    for days in (
+        {"2024-03-11": [original], "2024-03-10": [early_copy]},
+        {"2024-03-10": [early_copy], "2024-03-11": [original]},
+    ):
         out = recompute(days)
         assert [(e["message_id"], e["timestamp"]) for e in out["events"]] == [("m-9", T("2024-03-10 23:59:58"))]
         assert [s["session_date"] for s in out["sessions"]] == [date(2024, 3, 10)]

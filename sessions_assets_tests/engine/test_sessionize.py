@@ -14,9 +14,11 @@ from sessions_assets_tests.engine.events import BASE, ev, frame, streams
 from sessions_assets_tests.expected import assert_same, oracle_rows, rows
 from sessions_assets_tests.landing import PHONE, ts
 
-SEED_DAY = [ts("2019-10-23 09:21") + timedelta(minutes=m) for m in range(0, 10)] + [
-    ts("2019-10-23 10:05") + timedelta(minutes=m) for m in range(0, 18, 2)] + [
-    ts("2019-10-23 13:25") + timedelta(minutes=m) for m in range(0, 46, 3)]  # fmt: skip
+SEED_DAY = (
+    [ts("2019-10-23 09:21") + timedelta(minutes=m) for m in range(0, 10)]
+    + [ts("2019-10-23 10:05") + timedelta(minutes=m) for m in range(0, 18, 2)]
+    + [ts("2019-10-23 13:25") + timedelta(minutes=m) for m in range(0, 46, 3)]
+)
 SEED_CASES = [
     ("inside", "2019-10-23 09:23"),
     ("merge_of_two", "2019-10-23 09:45"),
@@ -31,8 +33,11 @@ def assert_like_the_oracle(spark, events, config=Settings()):  # noqa: B008 (fro
     oracle = reference.Settings(
         session_gap_minutes=config.session_gap_minutes, max_session_hours=config.max_session_hours
     )
-    assert_same(rows(sessionize(frame(spark, events), config), SESSION_COLUMNS),
-                oracle_rows(reference.sessionize(events, oracle), SESSION_COLUMNS), "sessions")  # fmt: skip
+    assert_same(
+        rows(sessionize(frame(spark, events), config), SESSION_COLUMNS),
+        oracle_rows(reference.sessionize(events, oracle), SESSION_COLUMNS),
+        "sessions",
+    )
 
 
 @pytest.mark.parametrize("late", [c[1] for c in SEED_CASES], ids=[c[0] for c in SEED_CASES])

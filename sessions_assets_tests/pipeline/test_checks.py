@@ -18,10 +18,12 @@ pytestmark = pytest.mark.scenario
 
 DAY = date(2024, 3, 5)
 LINES = [
-    segment("a1", "ann", "2024-03-05 08:00"), segment("a2", "ann", "2024-03-05 12:00"),
-    segment("b1", "bob", "2024-03-05 09:00"), segment("b2", "bob", "2024-03-05 15:00"),
+    segment("a1", "ann", "2024-03-05 08:00"),
+    segment("a2", "ann", "2024-03-05 12:00"),
+    segment("b1", "bob", "2024-03-05 09:00"),
+    segment("b2", "bob", "2024-03-05 15:00"),
     segment("c1", "cat", "2024-03-05 10:00"),
-]  # fmt: skip
+]
 
 
 def evaluations(runner) -> dict[str, bool]:
@@ -44,19 +46,29 @@ def test_each_check_fails_on_the_table_that_breaks_it(runner, data_root):
     write_day(data_root, DAY, LINES)
     runner.process()
     assert evaluations(runner) == {
-        "sessions_do_not_overlap": True, "sessions_within_cap": True, "sessions_numbered_in_order": True,
-        "sessions_count_every_event": True, "snapshot_counts_every_user": True}  # fmt: skip
+        "sessions_do_not_overlap": True,
+        "sessions_within_cap": True,
+        "sessions_numbered_in_order": True,
+        "sessions_count_every_event": True,
+        "snapshot_counts_every_user": True,
+    }
     wh = runner.defs.resources["pipeline"].warehouse(runner.defs.resources["spark"])
     written = wh.read(SESSIONS).where(F.col("user_key").isin("ann", "cat")).localCheckpoint()
     assert numbering(wh, written) == (2, 0)
 
     update(wh, SESSIONS, "user_key = 'ann' AND session_number = 1", {"session_number": "3"})
-    update(
-        wh, SESSIONS, "user_key = 'bob' AND session_number = 1", {"session_end": "session_start + INTERVAL 25 HOURS"}
-    )  # fmt: skip  (past the cap and over bob's next)
+    overlong = {"session_end": "session_start + INTERVAL 25 HOURS"}  # past the cap and over bob's next session
+    update(wh, SESSIONS, "user_key = 'bob' AND session_number = 1", overlong)
     update(wh, SESSIONS, "user_key = 'cat'", {"num_events": "num_events + 1"})
     update(wh, DAILY_SNAPSHOT, f"snapshot_date = DATE'{DAY}' AND state = 'new'", {"users_on_hand": "users_on_hand + 1"})
     assert evaluations(runner) == dict.fromkeys(
-        ("sessions_do_not_overlap", "sessions_within_cap", "sessions_numbered_in_order",
-         "sessions_count_every_event", "snapshot_counts_every_user"), False)  # fmt: skip
+        (
+            "sessions_do_not_overlap",
+            "sessions_within_cap",
+            "sessions_numbered_in_order",
+            "sessions_count_every_event",
+            "snapshot_counts_every_user",
+        ),
+        False,
+    )
     assert numbering(wh, written) == (2, 1)  # ann

@@ -30,8 +30,9 @@ def test_the_log_read_without_spark_is_deltas_history(warehouse, spark):
         info = log.commit_info(h.version)
         assert (info.get("operation"), info.get("userMetadata")) == (h.operation, h.userMetadata), h.version
     notes = dict(log.notes(limit=10))
-    assert notes == {h.version: json.loads(h.userMetadata) for h in history
-                     if h.userMetadata and h.version > log.version() - 10}  # fmt: skip
+    assert notes == {
+        h.version: json.loads(h.userMetadata) for h in history if h.userMetadata and h.version > log.version() - 10
+    }
 
 
 def test_a_column_the_spec_gains_is_added_to_the_stored_table_and_is_null_until_repaired(warehouse, spark):

@@ -44,10 +44,14 @@ def test_a_day_of_awkward_files_is_read_whole_and_its_bad_files_are_reported(run
     files = runner_wh(runner).read(REJECTED_EVENTS).where(F.col("payload").isNull())
     reported = {r.source_file.rsplit("/", 1)[-1]: r.reason for r in files.collect()}
     assert reported == {
-        "_retry.jsonl": "skipped_file", ".late.jsonl": "skipped_file", "notes.txt": "skipped_file",
-        "truncated.jsonl.gz": "unreadable_file", "plain.jsonl.gz": "unreadable_file", "gone.jsonl": "unreadable_file",
+        "_retry.jsonl": "skipped_file",
+        ".late.jsonl": "skipped_file",
+        "notes.txt": "skipped_file",
+        "truncated.jsonl.gz": "unreadable_file",
+        "plain.jsonl.gz": "unreadable_file",
+        "gone.jsonl": "unreadable_file",
         "retry": "skipped_file",
-    }  # fmt: skip
+    }
     accounted = {f["file"]: f for f in step.metadata["raw_events"]["files"]}
     for name in ("good.jsonl", "part[1].jsonl", "batch-2024-03-11T10:00:00Z.jsonl", "empty.jsonl"):
         assert accounted[name]["lines"] == accounted[name]["accepted"] + accounted[name]["rejected"]

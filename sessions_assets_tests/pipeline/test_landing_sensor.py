@@ -26,7 +26,13 @@ def test_the_definitions_load_from_the_defs_folder(runner):
 
     loaded = defs()
     assert {k.to_user_string() for k in loaded.resolve_asset_graph().get_all_asset_keys()} == {
-        "raw_events", "rejected_events", "partition_map", "events", "sessions", "daily_snapshot"}  # fmt: skip
+        "raw_events",
+        "rejected_events",
+        "partition_map",
+        "events",
+        "sessions",
+        "daily_snapshot",
+    }
     assert {s.name for s in loaded.sensors} == {"landing_sensor", "late_data_sensor"}
     assert {s.name for s in loaded.schedules} == {"daily_checks", "weekly_maintenance"}
     assert {j.name for j in loaded.jobs} == {"ingest_job", "process_job", "refresh_job", "table_maintenance"}
@@ -34,7 +40,8 @@ def test_the_definitions_load_from_the_defs_folder(runner):
     # The in-process runner holds every definition of the code location, with test resources.
     ran = runner.defs
     assert [(len(getattr(ran, f) or []), f) for f in ("assets", "asset_checks", "jobs", "sensors", "schedules")] == [
-        (len(getattr(loaded, f) or []), f) for f in ("assets", "asset_checks", "jobs", "sensors", "schedules")]  # fmt: skip
+        (len(getattr(loaded, f) or []), f) for f in ("assets", "asset_checks", "jobs", "sensors", "schedules")
+    ]
     assert ran.executor == loaded.executor and set(ran.resources) == set(loaded.resources)
 
 
@@ -75,8 +82,11 @@ def test_a_day_whose_run_failed_is_asked_for_again_after_its_backoff(runner, dat
     assert not retrying.run_requests  # backing off
     attempts = planning.History.read(runner.instance).ingest(R)
     assert attempts.failures == 1 and attempts.error and 0 < attempts.waiting(time.time()) <= planning.BACKOFF_SECONDS
-    later = planning.ready(planning.landing(Storage(str(data_root))), planning.History.read(runner.instance),
-                           now=time.time() + planning.BACKOFF_SECONDS + 1)  # fmt: skip
+    later = planning.ready(
+        planning.landing(Storage(str(data_root))),
+        planning.History.read(runner.instance),
+        now=time.time() + planning.BACKOFF_SECONDS + 1,
+    )
     [(first, last, key)] = later.requests()
     assert (first, last) == (R, R) and key.endswith(":" + attempts.failed_run)  # a new key: the daemon launches it
 

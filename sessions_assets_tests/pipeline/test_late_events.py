@@ -21,24 +21,40 @@ pytestmark = pytest.mark.scenario
 
 D1, D2, D3, D4 = date(2024, 3, 1), date(2024, 3, 2), date(2024, 3, 3), date(2024, 3, 4)
 ON_TIME = {
-    D1: [segment("r1", "renumbered", "2024-03-01 10:00"),
-         segment("m1", "merged", "2024-03-01 09:00"), segment("m2", "merged", "2024-03-01 09:10"),
-         segment("m3", "merged", "2024-03-01 09:45"), segment("m4", "merged", "2024-03-01 09:50")],
-    D2: [segment("l1", "landed", "2024-03-02 10:05", kind="page", path="/pricing", referrer="https://a.example/"),
-         segment("l2", "landed", "2024-03-02 10:06", kind="page", path="/checkout"),
-         segment("m5", "merged", "2024-03-02 15:00"),
-         segment("e1", "early", "2024-03-02 23:59:59", "2024-03-02 23:59:59.5")],  # the retry, received first
-    D3: [segment("r2", "renumbered", "2024-03-03 10:00"),
-         segment("c1", "copied", "2024-03-03 00:00:05", "2024-03-03 00:00:06"),
-         segment("e1", "early", "2024-03-03 00:00:03", "2024-03-03 00:00:04")],  # the original, received after
-}  # fmt: skip
+    D1: [
+        segment("r1", "renumbered", "2024-03-01 10:00"),
+        segment("m1", "merged", "2024-03-01 09:00"),
+        segment("m2", "merged", "2024-03-01 09:10"),
+        segment("m3", "merged", "2024-03-01 09:45"),
+        segment("m4", "merged", "2024-03-01 09:50"),
+    ],
+    D2: [
+        segment("l1", "landed", "2024-03-02 10:05", kind="page", path="/pricing", referrer="https://a.example/"),
+        segment("l2", "landed", "2024-03-02 10:06", kind="page", path="/checkout"),
+        segment("m5", "merged", "2024-03-02 15:00"),
+        segment("e1", "early", "2024-03-02 23:59:59", "2024-03-02 23:59:59.5"),  # the retry, received first
+    ],
+    D3: [
+        segment("r2", "renumbered", "2024-03-03 10:00"),
+        segment("c1", "copied", "2024-03-03 00:00:05", "2024-03-03 00:00:06"),
+        segment("e1", "early", "2024-03-03 00:00:03", "2024-03-03 00:00:04"),  # the original, received after
+    ],
+}
 LATE = [
     segment("r3", "renumbered", "2024-03-02 12:00", "2024-03-04 08:00"),  # a session between two others
     segment("m6", "merged", "2024-03-01 09:28", "2024-03-04 08:00"),  # bridges 09:10 .. 09:45
-    segment("l0", "landed", "2024-03-02 09:50", "2024-03-04 08:00", kind="page", path="/blog",
-            referrer="https://b.example/", campaign={"source": "news", "medium": "email", "name": "spring"}),
+    segment(
+        "l0",
+        "landed",
+        "2024-03-02 09:50",
+        "2024-03-04 08:00",
+        kind="page",
+        path="/blog",
+        referrer="https://b.example/",
+        campaign={"source": "news", "medium": "email", "name": "spring"},
+    ),
     segment("c1", "copied", "2024-03-02 23:59:58", "2024-03-04 09:00"),  # a retry stamped across midnight
-]  # fmt: skip
+]
 
 
 def _process(runner, root, days: dict) -> None:
@@ -94,8 +110,15 @@ def test_late_event_merges_two_sessions_and_closes_the_numbering_gap(arrived):
 def test_late_first_event_changes_the_landing_page_referrer_and_campaign(arrived):
     wh, _ = arrived
     [row] = wh.read(SESSIONS).where(F.col("user_key") == "landed").collect()
-    assert (row.landing_path, row.exit_path, row.referrer, row.utm_source, row.utm_medium, row.utm_campaign,
-            row.page_views) == ("/blog", "/checkout", "https://b.example/", "news", "email", "spring", 3)  # fmt: skip
+    assert (
+        row.landing_path,
+        row.exit_path,
+        row.referrer,
+        row.utm_source,
+        row.utm_medium,
+        row.utm_campaign,
+        row.page_views,
+    ) == ("/blog", "/checkout", "https://b.example/", "news", "email", "spring", 3)
 
 
 def test_a_copy_stamped_across_midnight_counts_once_on_the_first_received_copys_day(arrived):

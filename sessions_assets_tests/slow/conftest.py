@@ -33,9 +33,13 @@ def start(command: list[str], log: Path, env: dict[str, str] | None = None) -> s
     """A server in its own process group, its output in ``log``."""
     with open(log, "w") as out:
         return subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**os.environ, **(env or {})}, start_new_session=True,
-        )  # fmt: skip
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
 
 
 def stop(process: subprocess.Popen, grace: float = 30) -> None:
@@ -54,8 +58,9 @@ def stop(process: subprocess.Popen, grace: float = 30) -> None:
     process.wait()
 
 
-def wait_for(ready: Callable[[], bool], what: str, processes: list[subprocess.Popen], logs: list[Path],
-             timeout: float = 90) -> None:  # fmt: skip
+def wait_for(
+    ready: Callable[[], bool], what: str, processes: list[subprocess.Popen], logs: list[Path], timeout: float = 90
+) -> None:
     """Until ``ready()``; fails early, with the logs, when a server exits."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -96,27 +101,60 @@ def spark_cluster(tmp_path_factory) -> Iterator[SparkCluster]:
     base = tmp_path_factory.mktemp("spark-cluster")
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
     # Executors start Python workers with the driver's interpreter; everything binds to loopback.
-    env = {"SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-           "SPARK_LOG_DIR": str(base), "SPARK_NO_DAEMONIZE": "1"}  # fmt: skip
+    env = {
+        "SPARK_HOME": str(SPARK_HOME),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_LOG_DIR": str(base),
+        "SPARK_NO_DAEMONIZE": "1",
+    }
     port, web_port = free_port(), free_port()
     cluster = SparkCluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{web_port}", [])
     logs = [base / "master.log"]
     try:
-        cluster.processes.append(start(
-            [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-             "--webui-port", str(web_port)], logs[0], env,
-        ))  # fmt: skip
+        cluster.processes.append(
+            start(
+                [
+                    spark_class,
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--webui-port",
+                    str(web_port),
+                ],
+                logs[0],
+                env,
+            )
+        )
         wait_for(lambda: cluster.state()["status"] == "ALIVE", "the Spark master", cluster.processes, logs)
         for n in range(WORKERS):
             work_dir = base / f"worker-{n}"
             work_dir.mkdir()
             cluster.work_dirs.append(work_dir)
             logs.append(base / f"worker-{n}.log")
-            cluster.processes.append(start(
-                [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                 "--webui-port", str(free_port()), "--cores", str(WORKER_CORES), "--memory", WORKER_MEMORY,
-                 "--work-dir", str(work_dir), cluster.url], logs[-1], {**env, "SPARK_WORKER_DIR": str(work_dir)},
-            ))  # fmt: skip
+            cluster.processes.append(
+                start(
+                    [
+                        spark_class,
+                        "org.apache.spark.deploy.worker.Worker",
+                        "--host",
+                        "127.0.0.1",
+                        "--webui-port",
+                        str(free_port()),
+                        "--cores",
+                        str(WORKER_CORES),
+                        "--memory",
+                        WORKER_MEMORY,
+                        "--work-dir",
+                        str(work_dir),
+                        cluster.url,
+                    ],
+                    logs[-1],
+                    {**env, "SPARK_WORKER_DIR": str(work_dir)},
+                )
+            )
         alive = lambda: sum(w["state"] == "ALIVE" for w in cluster.state()["workers"]) == WORKERS  # noqa: E731
         wait_for(alive, f"{WORKERS} Spark workers", cluster.processes, logs)
         yield cluster
@@ -145,8 +183,13 @@ class Postgres:
     def instance_storage(self) -> dict:
         """The ``storage`` section of a ``dagster.yaml`` that keeps the instance in this database. The driver
         is named: SQLAlchemy 2.1 reads a bare ``postgresql://`` as psycopg 3, dagster-postgres installs psycopg2."""
-        db = {"hostname": self.host, "port": self.port, "username": self.user, "db_name": self.db_name,
-              "scheme": "postgresql+psycopg2"}  # fmt: skip
+        db = {
+            "hostname": self.host,
+            "port": self.port,
+            "username": self.user,
+            "db_name": self.db_name,
+            "scheme": "postgresql+psycopg2",
+        }
         return {"storage": {"postgres": {"postgres_db": db}}}
 
 
@@ -169,8 +212,13 @@ def postgres() -> Iterator[Postgres]:
     port = free_port()
 
     def run(program: str, *args: str) -> None:
-        result = subprocess.run([*as_user, str(bin_dir / program), *args], capture_output=True, text=True,
-                                stdin=subprocess.DEVNULL, timeout=120)  # fmt: skip
+        result = subprocess.run(
+            [*as_user, str(bin_dir / program), *args],
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+        )
         server_log = log.read_text(errors="replace")[-3000:] if log.exists() else ""
         assert result.returncode == 0, f"{program} failed:\n{result.stdout}{result.stderr}\n{server_log}"
 
@@ -183,8 +231,11 @@ def postgres() -> Iterator[Postgres]:
         yield Postgres("127.0.0.1", port, "postgres", "dagster")
     finally:
         if (data / "postmaster.pid").exists():
-            subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
-                           capture_output=True, timeout=120)  # fmt: skip
+            subprocess.run(
+                [*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
+                capture_output=True,
+                timeout=120,
+            )
         _kill_postmaster(data)
         shutil.rmtree(base, ignore_errors=True)
 
@@ -211,8 +262,10 @@ S3PROXY = "org.gaul:s3proxy:2.7.0:jar:jar-with-dependencies"
 MAVEN_GET = "org.apache.maven.plugins:maven-dependency-plugin:3.11.0:get"
 # S3Proxy rejects the CRC32 checksum headers that current AWS SDKs (botocore, the Java SDK v2 in hadoop-aws)
 # send by default; both send them only where S3 requires them with these settings.
-CHECKSUMS_WHEN_REQUIRED = {"AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
-                           "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required"}  # fmt: skip
+CHECKSUMS_WHEN_REQUIRED = {
+    "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
+    "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required",
+}
 
 
 def maven_jar(coordinates: str) -> Path:
@@ -223,8 +276,13 @@ def maven_jar(coordinates: str) -> Path:
     if not jar.exists():
         if not shutil.which("mvn"):
             pytest.fail(f"{coordinates} is not in ~/.m2 and Maven is not installed (apt-get install maven)")
-        fetch = subprocess.run(["mvn", "-q", "-B", MAVEN_GET, f"-Dartifact={coordinates}", "-Dtransitive=false"],
-                               capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)  # fmt: skip
+        fetch = subprocess.run(
+            ["mvn", "-q", "-B", MAVEN_GET, f"-Dartifact={coordinates}", "-Dtransitive=false"],
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=600,
+        )
         assert fetch.returncode == 0 and jar.exists(), f"mvn could not fetch {coordinates}:\n{fetch.stdout[-3000:]}"
     return jar
 
@@ -273,8 +331,7 @@ class S3Server:
         import s3fs
 
         checksums = {"request_checksum_calculation": "when_required", "response_checksum_validation": "when_required"}
-        return s3fs.S3FileSystem(key=self.key, secret=self.secret, endpoint_url=self.endpoint,
-                                 config_kwargs=checksums)  # fmt: skip
+        return s3fs.S3FileSystem(key=self.key, secret=self.secret, endpoint_url=self.endpoint, config_kwargs=checksums)
 
 
 @pytest.fixture(scope="module")
@@ -289,9 +346,11 @@ def s3_server(tmp_path_factory) -> Iterator[S3Server]:
         f"http://127.0.0.1:{port}", "sessions-assets", "sessions-assets-secret", "sessions", base / "jars"
     )
     fetched = subprocess.run(
-        [sys.executable, "-m", "sessions_assets.cli.main", "fetch-jars"], env={**os.environ, **server.env()},
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [sys.executable, "-m", "sessions_assets.cli.main", "fetch-jars"],
+        env={**os.environ, **server.env()},
+        capture_output=True,
+        text=True,
+    )
     assert fetched.returncode == 0, fetched.stderr[-3000:]
     properties = {
         "s3proxy.endpoint": server.endpoint,

@@ -67,8 +67,9 @@ def test_a_second_run_has_nothing_to_do_and_changes_no_table(processed):
     before = table_versions(root)
     again = run("run", "--data-root", str(root), cwd=root.parent)
     assert (again.returncode, again.stdout) == (
-        0, f"Nothing to do: every received day under file:{root}/landing is processed.\n"
-    )  # fmt: skip
+        0,
+        f"Nothing to do: every received day under file:{root}/landing is processed.\n",
+    )
     assert table_versions(root) == before
     assert {"events", "sessions", "daily_snapshot", "raw_events"} <= set(before)
 

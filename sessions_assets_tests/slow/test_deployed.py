@@ -73,10 +73,15 @@ def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path,
     with open(home / "dagster.yaml", "a") as config:
         config.write("\n" + yaml.safe_dump(postgres.instance_storage(), sort_keys=False))
     venv = Path(sys.executable).parent.parent
-    env = {"SESSIONS_DATA_ROOT": str(data_root), "TZ": "UTC", "VIRTUAL_ENV": str(venv),
-           "PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(user_home),
-           # Java takes its home (and Ivy's cache) from user.home, not $HOME.
-           "JAVA_TOOL_OPTIONS": f"-Duser.home={user_home}"}  # fmt: skip
+    env = {
+        "SESSIONS_DATA_ROOT": str(data_root),
+        "TZ": "UTC",
+        "VIRTUAL_ENV": str(venv),
+        "PATH": f"{venv / 'bin'}:/usr/bin:/bin",
+        "HOME": str(user_home),
+        # Java takes its home (and Ivy's cache) from user.home, not $HOME.
+        "JAVA_TOOL_OPTIONS": f"-Duser.home={user_home}",
+    }
     storage = Storage(str(data_root))
     command = [str(venv / "bin" / "dg"), "dev", "--use-active-venv"]
 

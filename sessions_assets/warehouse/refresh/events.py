@@ -96,8 +96,13 @@ def _apply_events(wh: Warehouse, ops: DataFrame, commit: Commit, done: Outcome) 
         return
     values = {c: f"s.{c}" for c in EVENTS.columns}
     wh.merge(
-        EVENTS, ops, f"t.event_date = s.event_date AND t.message_id = s.message_id AND {on_days('t.event_date', stored_days)}",
-        lambda m: m.whenMatchedDelete("s._op = 'delete'").whenMatchedUpdate("s._op = 'update'", values)
-        .whenNotMatchedInsert("s._op != 'delete'", values),
+        EVENTS,
+        ops,
+        f"t.event_date = s.event_date AND t.message_id = s.message_id AND {on_days('t.event_date', stored_days)}",
+        lambda m: (
+            m.whenMatchedDelete("s._op = 'delete'")
+            .whenMatchedUpdate("s._op = 'update'", values)
+            .whenNotMatchedInsert("s._op != 'delete'", values)
+        ),
         commit,
-    )  # fmt: skip
+    )

@@ -25,8 +25,12 @@ from sessions_assets.warehouse.refresh.outcome import (
 from sessions_assets.warehouse.tables import EVENTS, SESSIONS
 
 # The materialization metadata counting each kind of session written.
-METRICS = {"insert": "sessions_inserted", "update": "sessions_updated", "delete": "sessions_deleted",
-           "renumber": "sessions_renumbered"}  # fmt: skip
+METRICS = {
+    "insert": "sessions_inserted",
+    "update": "sessions_updated",
+    "delete": "sessions_deleted",
+    "renumber": "sessions_renumbered",
+}
 
 
 def refresh_sessions(wh: Warehouse, settings: Settings, repair: tuple[date, date] | None = None) -> Outcome:
@@ -44,7 +48,8 @@ def refresh_sessions(wh: Warehouse, settings: Settings, repair: tuple[date, date
         removed = feed.where(F.col("_change_type").isin(*REMOVED)).select(*columns)
         added, removed = added.exceptAll(removed).localCheckpoint(), removed.exceptAll(added)
         moments = added.unionByName(removed).select(
-            "user_key", F.col("timestamp").alias("dirty_from"), F.col("timestamp").alias("dirty_to"))  # fmt: skip
+            "user_key", F.col("timestamp").alias("dirty_from"), F.col("timestamp").alias("dirty_to")
+        )
         _resessionize(wh, settings, moments, added, at.latest, at.commit, done)
     if repair is not None:
         _resessionize(
@@ -110,14 +115,17 @@ def _resessionize(
     else:
         values = {c: f"s.{c}" for c in SESSIONS.columns}
         wh.merge(
-            SESSIONS, ops,
+            SESSIONS,
+            ops,
             f"t.session_date = s.session_date AND t.session_id = s.session_id AND {on_days('t.session_date', stored_days)}",
-            lambda m: m.whenMatchedDelete("s._op = 'delete'")
-            .whenMatchedUpdate("s._op = 'renumber'", {"session_number": "s.session_number"})
-            .whenMatchedUpdate("s._op = 'update'", values)
-            .whenNotMatchedInsert("s._op IN ('insert', 'update')", values),
+            lambda m: (
+                m.whenMatchedDelete("s._op = 'delete'")
+                .whenMatchedUpdate("s._op = 'renumber'", {"session_number": "s.session_number"})
+                .whenMatchedUpdate("s._op = 'update'", values)
+                .whenNotMatchedInsert("s._op IN ('insert', 'update')", values)
+            ),
             commit,
-        )  # fmt: skip
+        )
     _check_numbers(wh, ops, done)
 
 
@@ -150,7 +158,10 @@ def _check_numbers(wh: Warehouse, ops: DataFrame, done: Outcome) -> None:
         wh.read(SESSIONS).select("user_key", "session_start", "session_number").join(users, "user_key", "left_semi")
     )
     expected = F.row_number().over(Window.partitionBy("user_key").orderBy("session_start"))
-    wrong = theirs.withColumn("_expected", expected).groupBy("user_key").agg(
-        F.max((F.col("_expected") != F.col("session_number")).cast("int")).alias("_wrong"))  # fmt: skip
+    wrong = (
+        theirs.withColumn("_expected", expected)
+        .groupBy("user_key")
+        .agg(F.max((F.col("_expected") != F.col("session_number")).cast("int")).alias("_wrong"))
+    )
     found = wrong.agg(F.count(F.lit(1)), F.coalesce(F.sum("_wrong"), F.lit(0))).head()
     done.counts["users_written"], done.counts["users_misnumbered"] = found[0], found[1]

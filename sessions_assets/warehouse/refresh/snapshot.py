@@ -32,14 +32,19 @@ def refresh_snapshot(wh: Warehouse, settings: Settings, repair: bool = False) ->
         net = feed.groupBy("user_key", F.col("session_date").alias("day")).agg(F.sum(sign).alias("net"))
         net = net.where("net != 0").localCheckpoint()
         users = F.broadcast(net.select("user_key").distinct())
-        now = wh.read(SESSIONS, at.latest).join(users, "user_key", "left_semi").groupBy(
-            "user_key", F.col("session_date").alias("day")).agg(F.count(F.lit(1)).alias("sessions"))  # fmt: skip
+        now = (
+            wh.read(SESSIONS, at.latest)
+            .join(users, "user_key", "left_semi")
+            .groupBy("user_key", F.col("session_date").alias("day"))
+            .agg(F.count(F.lit(1)).alias("sessions"))
+        )
         before = now.join(net, ["user_key", "day"], "full_outer").select(
             "user_key", "day", (F.coalesce("sessions", F.lit(0)) - F.coalesce("net", F.lit(0))).alias("sessions")
         )
         # The users' transitions with their sessions now, minus those with their sessions before: one pass.
         timelines = now.withColumn("weight", F.lit(1)).unionByName(
-            before.where("sessions > 0").withColumn("weight", F.lit(-1)))  # fmt: skip
+            before.where("sessions > 0").withColumn("weight", F.lit(-1))
+        )
         # The totals the note describes, whatever another run committed since: its transaction id then makes
         # this commit a no-op rather than a second application of the same difference.
         stored = wh.read(LIFECYCLE, at.version)
