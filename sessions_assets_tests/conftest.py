@@ -63,7 +63,6 @@ def runner(spark, settings):
     import dagster as dg
 
     from sessions_assets.cli.runner import Runner
-    from sessions_assets.defs.resources import resources
 
     with dg.instance_for_test() as instance:
-        yield Runner(instance, resources(settings))
+        yield Runner.on(instance, settings)

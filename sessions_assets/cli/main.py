@@ -85,12 +85,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"Nothing to do: every received day under {storage.landing} is processed.")
         return 0
     from sessions_assets.cli.runner import RunFailed, Runner, open_instance
-    from sessions_assets.defs.resources import resources
     from sessions_assets.settings import Settings
 
     print(f"{len(landing.due)} received day(s) to ingest and refresh in {len(spans) or 1} run(s)", flush=True)
     with open_instance(args.data_root) as instance:
-        runner = Runner(instance, resources(Settings.from_env(data_root=args.data_root)))
+        runner = Runner.on(instance, Settings.from_env(data_root=args.data_root))
         try:
             for first, last in spans:
                 step = runner.ingest_and_refresh(first, last)
@@ -138,7 +137,6 @@ def status(args: argparse.Namespace) -> int:
 def repair(args: argparse.Namespace) -> int:
     from sessions_assets.cli.runner import RunFailed, Runner, open_instance
     from sessions_assets.defs.jobs import DERIVED
-    from sessions_assets.defs.resources import resources
     from sessions_assets.settings import Settings
 
     tables = set(args.tables.split(",")) if args.tables else set(DERIVED)
@@ -147,7 +145,7 @@ def repair(args: argparse.Namespace) -> int:
     first, last = args.first, args.last or args.first
     _storage(args, landing=False)
     with open_instance(args.data_root) as instance:
-        runner = Runner(instance, resources(Settings.from_env(data_root=args.data_root)))
+        runner = Runner.on(instance, Settings.from_env(data_root=args.data_root))
         try:
             print(_refresh_line(runner.repair(first, last, tables).metadata))
         except RunFailed as failure:
@@ -158,12 +156,11 @@ def repair(args: argparse.Namespace) -> int:
 
 def maintain(args: argparse.Namespace) -> int:
     from sessions_assets.cli.runner import RunFailed, Runner, open_instance
-    from sessions_assets.defs.resources import resources
     from sessions_assets.settings import Settings
 
     _storage(args, landing=False)
     with open_instance(args.data_root) as instance:
-        runner = Runner(instance, resources(Settings.from_env(data_root=args.data_root)))
+        runner = Runner.on(instance, Settings.from_env(data_root=args.data_root))
         try:
             runner.maintain(args.retain_hours)
         except RunFailed as failure:

@@ -16,6 +16,8 @@ import dagster as dg
 
 from sessions_assets import definitions
 from sessions_assets.defs import planning
+from sessions_assets.defs.resources import resources
+from sessions_assets.settings import Settings
 from sessions_assets.warehouse.storage import Storage
 
 # Runs log to the instance (the UI shows them); the console hears only about problems.
@@ -62,6 +64,11 @@ class Runner:
             resources=resources,
         )
         self.storage = Storage(resources["pipeline"].data_root)
+
+    @classmethod
+    def on(cls, instance: dg.DagsterInstance, settings: Settings) -> Runner:
+        """The jobs with the resources of ``settings`` (a data root and the rules), Spark from ``SPARK_*``."""
+        return cls(instance, resources(settings))
 
     def _execute(self, job: str, partitions: dict, run_config: dict | None = None) -> Step:
         result = self.defs.resolve_job_def(job).execute_in_process(

@@ -130,13 +130,12 @@ def test_any_arrival_order_with_a_day_ingested_twice_equals_a_full_recompute(spa
     import dagster as dg
 
     from sessions_assets.cli.runner import Runner
-    from sessions_assets.defs.resources import resources
     from sessions_assets.settings import Settings
 
     with tempfile.TemporaryDirectory(prefix="arrival-") as work, dg.instance_for_test() as instance:
         root = Path(work) / "data"
         (root / "landing").mkdir(parents=True)
-        runner = Runner(instance, resources(Settings(data_root=str(root))))
+        runner = Runner.on(instance, Settings(data_root=str(root)))
         for step in steps:
             arrive(runner, root, zone, step)
         if steps[-1][0] == "again":

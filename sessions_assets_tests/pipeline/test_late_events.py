@@ -69,7 +69,6 @@ def arrived(request, spark, tmp_path_factory):
     import dagster as dg
 
     from sessions_assets.cli.runner import Runner
-    from sessions_assets.defs.resources import resources
     from sessions_assets.settings import Settings
     from sessions_assets.warehouse.delta import Warehouse
     from sessions_assets.warehouse.storage import Storage
@@ -77,7 +76,7 @@ def arrived(request, spark, tmp_path_factory):
     root = tmp_path_factory.mktemp(request.param) / "data"
     settings = Settings(data_root=str(root))
     with dg.instance_for_test() as instance:
-        runner = Runner(instance, resources(settings))
+        runner = Runner.on(instance, settings)
         steps = [ON_TIME, {D4: LATE}] if request.param == "late_day_last" else [{D4: LATE}, ON_TIME]
         for step in steps:
             _process(runner, root, step)

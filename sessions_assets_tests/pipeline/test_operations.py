@@ -23,11 +23,10 @@ def operated(spark, tmp_path_factory):
     import dagster as dg
 
     from sessions_assets.cli.runner import Runner
-    from sessions_assets.defs.resources import resources
 
     root = tmp_path_factory.mktemp("operated") / "data"
     with dg.instance_for_test() as instance:
-        runner = Runner(instance, resources(Settings(data_root=str(root))))
+        runner = Runner.on(instance, Settings(data_root=str(root)))
         for day, lines in ON_TIME.items():
             write_day(root, day, lines)
             runner.process()
@@ -62,11 +61,10 @@ def test_compaction_keeps_every_row_and_the_next_late_day_refreshes_from_there(o
 
 def test_a_snapshot_repair_recounts_every_day_with_new_lifecycle_settings(operated):
     from sessions_assets.cli.runner import Runner
-    from sessions_assets.defs.resources import resources
 
     runner, root = operated
     stricter = Settings(data_root=str(root), lapsing_days=1, dormant_days=2)
-    Runner(runner.instance, resources(stricter)).repair(D1, D4, {"daily_snapshot"})
+    Runner.on(runner.instance, stricter).repair(D1, D4, {"daily_snapshot"})
 
     oracle = reference.recompute(landing_lines(root), reference.Settings(lapsing_days=1, dormant_days=2))
     assert_tables_match_oracle(_warehouse(runner), root, oracle)
