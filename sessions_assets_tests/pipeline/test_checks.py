@@ -3,14 +3,12 @@ evaluations, on a table that breaks its invariant; the in-run numbering check fa
 
 from __future__ import annotations
 
-from collections import Counter
 from datetime import date
 
 import pytest
 from pyspark.sql import functions as F
 
-from sessions_assets.warehouse.refresh.outcome import Outcome
-from sessions_assets.warehouse.refresh.sessions import _check_numbers
+from sessions_assets.warehouse.refresh.sessions import numbering_check
 from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, SESSIONS
 from sessions_assets_tests.landing import segment, write_day
 
@@ -37,9 +35,8 @@ def update(wh, table, where: str, values: dict[str, str]) -> None:
 
 def numbering(wh, written) -> tuple[int, int]:
     """What the in-run check reports for the users of ``written``: users checked, users misnumbered."""
-    done = Outcome(counts=Counter())
-    _check_numbers(wh, written, done)
-    return done.counts["users_written"], done.counts["users_misnumbered"]
+    found = numbering_check(wh, written)
+    return found["users_written"], found["users_misnumbered"]
 
 
 def test_each_check_fails_on_the_table_that_breaks_it(runner, data_root):

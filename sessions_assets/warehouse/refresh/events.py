@@ -30,14 +30,13 @@ def refresh_events(wh: Warehouse, repair: tuple[date, date] | None = None) -> Ou
             change = _corrections(wh, feed.select("message_hash").distinct(), at.latest)
         else:
             change = _arrivals(wh, feed.where(F.col("_change_type") == "insert").drop("_change_type"))
-        _apply_events(wh, change, at.commit, done)
+        done.add(_apply_events(wh, change, at.commit))
     if repair is not None:
         first, last = repair
         stored = wh.read(EVENTS).where(F.col("event_date").between(first, last)).select("message_hash")
         copies = wh.read(RAW_EVENTS).where(F.col("event_date").between(first, last)).select("message_hash")
-        _apply_events(
-            wh, _corrections(wh, stored.union(copies).distinct(), wh.version(RAW_EVENTS)), repair_commit(repair), done
-        )
+        corrections = _corrections(wh, stored.union(copies).distinct(), wh.version(RAW_EVENTS))
+        done.add(_apply_events(wh, corrections, repair_commit(repair)))
         done.how = "repaired"
     return done
 
@@ -81,11 +80,10 @@ def _corrections(wh: Warehouse, hashes: DataFrame, raw_version: int) -> DataFram
     return dedup.corrections(dedup.keep_first(copies).select(*EVENTS.columns), _stored(wh, hashes), EVENTS.columns)
 
 
-def _apply_events(wh: Warehouse, ops: DataFrame, commit: Commit, done: Outcome) -> None:
+def _apply_events(wh: Warehouse, ops: DataFrame, commit: Commit) -> Outcome:
     """Inserts, updates and deletes in one commit: an append when no stored row changes, else one ``MERGE``
     that reads the target only on the days whose stored rows change."""
-    ops = ops.localCheckpoint()
-    stored_days = set()
+    ops, done, stored_days = ops.localCheckpoint(), Outcome("incremental"), set()
     for row in ops.groupBy("_op", "event_date").count().collect():
         done.counts[METRICS[row._op]] += row["count"]
         done.days[row.event_date] += row["count"]
@@ -93,7 +91,7 @@ def _apply_events(wh: Warehouse, ops: DataFrame, commit: Commit, done: Outcome) 
             stored_days.add(row.event_date)
     if not stored_days:
         wh.append(EVENTS, ops, commit)
-        return
+        return done
     values = {c: f"s.{c}" for c in EVENTS.columns}
     wh.merge(
         EVENTS,
@@ -106,3 +104,4 @@ def _apply_events(wh: Warehouse, ops: DataFrame, commit: Commit, done: Outcome) 
         ),
         commit,
     )
+    return done

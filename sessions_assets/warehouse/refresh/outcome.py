@@ -25,6 +25,12 @@ class Outcome:
     days: Counter = field(default_factory=Counter)  # partition day -> rows written or deleted there
     tables: dict[str, list[dict]] = field(default_factory=dict)  # small summaries, a row per dict
 
+    def add(self, part: Outcome) -> None:
+        """Count in what another part of the same step did."""
+        self.counts.update(part.counts)
+        self.days.update(part.days)
+        self.tables.update(part.tables)
+
 
 def days_in(df: DataFrame, column: str) -> list[date]:
     return sorted(r[0] for r in df.select(column).distinct().collect() if r[0] is not None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from datetime import date, datetime, timedelta
 
 from pyspark.sql import DataFrame, Window
@@ -43,26 +44,38 @@ def refresh_sessions(wh: Warehouse, settings: Settings, repair: tuple[date, date
         return rebuilt(wh, SESSIONS, "session_date", at)
     done = Outcome("incremental" if feed is not None else "up to date", at.latest)
     if feed is not None:
-        columns = [*SESSIONIZED, "event_date"]
-        added = feed.where(F.col("_change_type").isin(*ADDED)).select(*columns)
-        removed = feed.where(F.col("_change_type").isin(*REMOVED)).select(*columns)
-        added, removed = added.exceptAll(removed).localCheckpoint(), removed.exceptAll(added)
-        moments = added.unionByName(removed).select(
-            "user_key", F.col("timestamp").alias("dirty_from"), F.col("timestamp").alias("dirty_to")
-        )
-        _resessionize(wh, settings, moments, added, at.latest, at.commit, done)
+        done.add(_absorb(wh, settings, feed, at))
     if repair is not None:
-        _resessionize(
-            wh,
-            settings,
-            _repair_windows(wh, *repair, timedelta(hours=settings.max_session_hours)),
-            None,
-            wh.version(EVENTS),
-            repair_commit(repair),
-            done,
-        )
+        done.add(_repair(wh, settings, repair))
         done.how = "repaired"
     return done
+
+
+def _absorb(wh: Warehouse, settings: Settings, feed: DataFrame, at: ledger.Position) -> Outcome:
+    """The chains the added and removed events fall in, recomputed: those near no stored session from the added
+    events alone, the others from ``events`` on their days."""
+    columns = [*SESSIONIZED, "event_date"]
+    added = feed.where(F.col("_change_type").isin(*ADDED)).select(*columns)
+    removed = feed.where(F.col("_change_type").isin(*REMOVED)).select(*columns)
+    added, removed = added.exceptAll(removed).localCheckpoint(), removed.exceptAll(added)
+    moments = added.unionByName(removed).select(
+        "user_key", F.col("timestamp").alias("dirty_from"), F.col("timestamp").alias("dirty_to")
+    )
+
+    def events_of(touched: DataFrame) -> DataFrame:
+        stored = _stored_events(wh, touched.where("has_stored"), at.latest)
+        return stored.unionByName(chains.within(added.select(*SESSIONIZED), touched.where("not has_stored")))
+
+    return _resessionize(wh, settings, moments, events_of, at.commit)
+
+
+def _repair(wh: Warehouse, settings: Settings, days: tuple[date, date]) -> Outcome:
+    """Every chain with an event or a session on ``days``, recomputed from ``events``."""
+    windows = _repair_windows(wh, *days, timedelta(hours=settings.max_session_hours))
+    version = wh.version(EVENTS)
+    return _resessionize(
+        wh, settings, windows, lambda touched: _stored_events(wh, touched, version), repair_commit(days)
+    )
 
 
 def _repair_windows(wh: Warehouse, first: date, last: date, cap: timedelta) -> DataFrame:
@@ -84,32 +97,29 @@ def _repair_windows(wh: Warehouse, first: date, last: date, cap: timedelta) -> D
     )
 
 
+def _stored_events(wh: Warehouse, touched: DataFrame, version: int) -> DataFrame:
+    """The events of ``touched`` chains, read from ``events`` (at ``version``) on the chains' days only."""
+    spanned = touched.select(F.explode(F.sequence(F.to_date("chain_start"), F.to_date("chain_end"))).alias("d"))
+    events = wh.read(EVENTS, version).where(F.col("event_date").isin(days_in(spanned, "d"))).select(*SESSIONIZED)
+    return chains.within(events, touched)
+
+
 def _resessionize(
     wh: Warehouse,
     settings: Settings,
     dirty: DataFrame,
-    added: DataFrame | None,
-    events_version: int,
+    events_of: Callable[[DataFrame], DataFrame],
     commit: Commit,
-    done: Outcome,
-) -> None:
-    """Recompute every chain holding a ``dirty`` span and write the difference in one commit.
-
-    Chains near no stored session hold only ``added`` events and are sessionized from them; the others are
-    read from ``events`` on their days only. Without ``added`` every chain is read from ``events``.
-    """
+) -> Outcome:
+    """Recompute every chain holding a ``dirty`` span from its events (``events_of`` the touched chains) and
+    write the difference in one commit."""
     dirty = dirty.localCheckpoint()
     users = F.broadcast(dirty.select("user_key").distinct())
     stored = wh.read(SESSIONS).select(*chains.STORED_COLUMNS).join(users, "user_key", "left_semi").localCheckpoint()
     touched = chains.touched_chains(stored, dirty, settings.session_gap).localCheckpoint()
-    read = touched if added is None else touched.where("has_stored")
-    days = days_in(read.select(F.explode(F.sequence(F.to_date("chain_start"), F.to_date("chain_end"))).alias("d")), "d")
-    events = wh.read(EVENTS, events_version).where(F.col("event_date").isin(days)).select(*SESSIONIZED)
-    fresh = chains.within(events, read)
-    if added is not None:
-        fresh = fresh.unionByName(chains.within(added.select(*SESSIONIZED), touched.where("not has_stored")))
-    ops = chains.writes(stored, touched, sessionize(fresh, settings).localCheckpoint()).localCheckpoint()
-    stored_days = _summarise_sessions(ops, done)
+    fresh = sessionize(events_of(touched), settings).localCheckpoint()
+    ops = chains.writes(stored, touched, fresh).localCheckpoint()
+    done, stored_days = _summarise_sessions(ops)
     if not stored_days:
         wh.append(SESSIONS, ops, commit)
     else:
@@ -126,12 +136,14 @@ def _resessionize(
             ),
             commit,
         )
-    _check_numbers(wh, ops, done)
+    done.counts.update(numbering_check(wh, ops))
+    return done
 
 
-def _summarise_sessions(ops: DataFrame, done: Outcome) -> set[date]:
+def _summarise_sessions(ops: DataFrame) -> tuple[Outcome, set[date]]:
     """Counts per operation and day, the written sessions' top landing paths and sources (one query), and
     the days holding stored rows to change."""
+    done = Outcome("incremental")
     source = F.coalesce("utm_source", "referrer", F.lit("(direct)"))
     landing = F.coalesce("landing_path", F.lit("(none)"))
     summary = ops.groupBy("_op", "session_date", landing.alias("landing"), source.alias("source")).count().collect()
@@ -147,10 +159,10 @@ def _summarise_sessions(ops: DataFrame, done: Outcome) -> set[date]:
     for name, counter in (("top_landing_paths", paths), ("top_sources", sources)):
         ranked = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
         done.tables[name] = [{"value": value, "sessions": n} for value, n in ranked]
-    return stored_days
+    return done, stored_days
 
 
-def _check_numbers(wh: Warehouse, ops: DataFrame, done: Outcome) -> None:
+def numbering_check(wh: Warehouse, ops: DataFrame) -> dict[str, int]:
     """The users written, and how many of them the table does not number 1..n in start order (an asset check
     of what was just committed)."""
     users = F.broadcast(ops.select("user_key").distinct())
@@ -164,4 +176,4 @@ def _check_numbers(wh: Warehouse, ops: DataFrame, done: Outcome) -> None:
         .agg(F.max((F.col("_expected") != F.col("session_number")).cast("int")).alias("_wrong"))
     )
     found = wrong.agg(F.count(F.lit(1)), F.coalesce(F.sum("_wrong"), F.lit(0))).head()
-    done.counts["users_written"], done.counts["users_misnumbered"] = found[0], found[1]
+    return {"users_written": found[0], "users_misnumbered": found[1]}

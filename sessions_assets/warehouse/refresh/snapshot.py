@@ -50,11 +50,11 @@ def refresh_snapshot(wh: Warehouse, settings: Settings, repair: bool = False) ->
         stored = wh.read(LIFECYCLE, at.version)
         totals = lifecycle.combined(stored, lifecycle.transitions(timelines, settings))
         wh.overwrite(LIFECYCLE, totals.localCheckpoint(), at.commit)
-    _sum_snapshot(wh, done)
+    done.add(_sum_snapshot(wh))
     return done
 
 
-def _sum_snapshot(wh: Warehouse, done: Outcome) -> None:
+def _sum_snapshot(wh: Warehouse) -> Outcome:
     """Rewrite the snapshot from the committed totals up to the horizon when a row differs or its note is behind:
     the note names the ``lifecycle`` and ``received_days`` versions it was summed from, so a run that died before
     this write, or lost a race to a newer one, leaves the snapshot behind and the next refresh redoes it."""
@@ -64,6 +64,7 @@ def _sum_snapshot(wh: Warehouse, done: Outcome) -> None:
     old = {(r.snapshot_date, r.state): r for r in wh.read(DAILY_SNAPSHOT).collect()}
     summed = lifecycle.snapshot(wh.read(LIFECYCLE, totals), last).collect() if last else []
     new = {(r.snapshot_date, r.state): r for r in summed}
+    done = Outcome()
     for key in set(old) | set(new):
         if old.get(key) != new.get(key):
             done.days[key[0]] += 1
@@ -71,3 +72,4 @@ def _sum_snapshot(wh: Warehouse, done: Outcome) -> None:
     if done.days or noted != note:
         wh.overwrite(DAILY_SNAPSHOT, wh.spark.createDataFrame(list(new.values()), DAILY_SNAPSHOT.schema), Commit(note))
     done.counts["snapshot_rows_changed"] = sum(done.days.values())
+    return done
