@@ -16,8 +16,10 @@ export SESSIONS_DATA_ROOT ?= $(CURDIR)/$(DATA_ROOT)
 export DAGSTER_HOME ?= $(SESSIONS_DATA_ROOT)/dagster_home
 # Delta's jars, fetched once here and read from disk by every Spark start (sessions_assets/warehouse/jars.py).
 JARS := $(VENV)/share/sessions-assets/jars/packages.txt
-# Two test workers, one test file each at a time, so module fixtures stay in one worker.
-PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadfile
+# Test workers, one test file each at a time, so module fixtures stay in one worker. Three on two cores: the slow
+# tier waits on sensor ticks and process starts, and a third worker fills those waits.
+TEST_WORKERS ?= 3
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: setup demo lint test test-fast test-s3 soak dev bench clean
 
