@@ -110,6 +110,13 @@ class Commit:
     txn: tuple[str, int] | None = None
 
 
+def _as_specified(df: DataFrame, table: Table, *more: str) -> DataFrame:
+    """``df`` with the spec's columns in order; a column added after the version read is null there."""
+    present = set(df.columns)
+    columns = [F.col(f.name) if f.name in present else F.lit(None).cast(f.dataType).alias(f.name) for f in table.schema]
+    return df.select(*columns, *more)
+
+
 class Warehouse:
     """The tables under ``$ROOT/warehouse``, each created on first use so that readers never meet a missing one."""
 
@@ -137,11 +144,17 @@ class Warehouse:
     def _add_columns(self, table: Table) -> None:
         """Schema evolution: a column of the spec that the stored table lacks is added (null in the rows
         already stored, until a repair recomputes them; the README says how)."""
-        stored = set(self.spark.read.format("delta").load(self.uri(table)).columns)
-        missing = [f for f in table.schema.fields if f.name not in stored]
-        if missing:
-            added = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
-            self.spark.sql(f"ALTER TABLE delta.`{self.uri(table)}` ADD COLUMNS ({added})")
+        missing = lambda: [f for f in table.schema.fields if f.name not in self._stored_columns(table)]  # noqa: E731
+        if missing():
+            added = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing())
+            try:
+                self.spark.sql(f"ALTER TABLE delta.`{self.uri(table)}` ADD COLUMNS ({added})")
+            except Exception:  # another run may have added them first
+                if missing():
+                    raise
+
+    def _stored_columns(self, table: Table) -> set[str]:
+        return set(self.spark.read.format("delta").load(self.uri(table)).columns)
 
     def _create(self, table: Table) -> None:
         """Create the table unless it exists; if another process creates it at the same moment, wait for it."""
@@ -175,8 +188,7 @@ class Warehouse:
         reader = self.spark.read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", version)
-        df = reader.load(self.uri(table))
-        return df.select(*table.columns)
+        return _as_specified(reader.load(self.uri(table)), table)
 
     def log(self, table: Table) -> DeltaLog:
         self._ensure(table)
@@ -188,14 +200,14 @@ class Warehouse:
     def change_feed(self, table: Table, first: int, last: int) -> DataFrame:
         """Rows changed by versions ``first..last``, with ``_change_type`` (Delta's change data feed)."""
         self._ensure(table)
-        return (
+        feed = (
             self.spark.read.format("delta")
             .option("readChangeFeed", "true")
             .option("startingVersion", first)
             .option("endingVersion", last)
             .load(self.uri(table))
-            .select(*table.columns, "_change_type")
         )
+        return _as_specified(feed, table, "_change_type")
 
     # --- upkeep -------------------------------------------------------------------------------------
 
