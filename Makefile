@@ -16,9 +16,9 @@ export SESSIONS_DATA_ROOT ?= $(CURDIR)/$(DATA_ROOT)
 export DAGSTER_HOME ?= $(SESSIONS_DATA_ROOT)/dagster_home
 # Delta's jars, fetched once here and read from disk by every Spark start (sessions_assets/warehouse/jars.py).
 JARS := $(VENV)/share/sessions-assets/jars/packages.txt
-# Test workers, one test file each at a time, so module fixtures stay in one worker. Three on two cores: the slow
-# tier waits on sensor ticks and process starts, and a third worker fills those waits.
-TEST_WORKERS ?= 3
+# Test workers, one test file each at a time, so module fixtures stay in one worker: one per core (a third on two
+# cores made the suite slower).
+TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: setup demo lint test test-fast test-s3 soak dev bench clean
