@@ -144,17 +144,19 @@ class Warehouse:
     def _add_columns(self, table: Table) -> None:
         """Schema evolution: a column of the spec that the stored table lacks is added (null in the rows
         already stored, until a repair recomputes them; the README says how)."""
-        missing = lambda: [f for f in table.schema.fields if f.name not in self._stored_columns(table)]  # noqa: E731
-        if missing():
-            added = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing())
+
+        def missing() -> list:
+            stored = set(self.spark.read.format("delta").load(self.uri(table)).columns)  # the schema, read once
+            return [f for f in table.schema.fields if f.name not in stored]
+
+        absent = missing()
+        if absent:
+            added = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in absent)
             try:
                 self.spark.sql(f"ALTER TABLE delta.`{self.uri(table)}` ADD COLUMNS ({added})")
             except Exception:  # another run may have added them first
                 if missing():
                     raise
-
-    def _stored_columns(self, table: Table) -> set[str]:
-        return set(self.spark.read.format("delta").load(self.uri(table)).columns)
 
     def _create(self, table: Table) -> None:
         """Create the table unless it exists; if another process creates it at the same moment, wait for it."""
