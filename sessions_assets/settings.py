@@ -36,6 +36,10 @@ class Settings(BaseModel):
     max_session_hours: int = Field(24, description="No session lasts longer: the first event past it starts the next.")
     lapsing_days: int = Field(7, description="Idle days (1..this) a user is lapsing.")
     dormant_days: int = Field(30, description="Idle days up to which a user is dormant; churned after.")
+    stitch_identities: bool = Field(
+        True,
+        description="An anonymousId belongs to the userId of its latest link; off: user_key is userId, else anonymousId.",
+    )
 
     @model_validator(mode="after")
     def _rules_hold(self) -> Settings:

@@ -16,12 +16,14 @@ from sessions_assets.warehouse.tables import (
     RECEIVED_DAYS,
     REJECTED_EVENTS,
     SESSIONS,
+    USERS,
 )
 from sessions_assets_tests import reference
 from sessions_assets_tests.landing import landing_lines
 
 SESSION_COLUMNS = SESSIONS.columns
 SNAPSHOT_COLUMNS = DAILY_SNAPSHOT.columns
+USER_COLUMNS = USERS.columns
 ORACLE_EVENT_FIELDS = (
     "message_id",
     "user_key",
@@ -89,6 +91,7 @@ def assert_tables_match_oracle(wh: Warehouse, root: Path, oracle: dict | None = 
         oracle_rows(oracle["snapshot"], SNAPSHOT_COLUMNS),
         "daily_snapshot",
     )
+    assert_same(rows(wh.read(USERS), USER_COLUMNS), oracle_rows(oracle["users"], USER_COLUMNS), "users")
     return oracle
 
 

@@ -14,8 +14,10 @@ The pieces, each usable on its own in tests::
     accept_line(line)                    -> (event, None) or (None, reason)
     accept_landing({day: [lines]})       -> accepted events, rejects (received_date, payload, reason)
     dedupe(events)                       -> one event per message_id (the earliest received copy)
+    stitch(events)                       -> each event with its person as user_key
     sessionize(events)                   -> sessions (30-minute gap, 24-hour cap), numbered, with attributes
     daily_snapshot(sessions, horizon)    -> the accumulating snapshot rows
+    users(events, sessions)              -> one row per person
     recompute({day: [lines]})            -> all of the above
 
 The one thing it does not work out itself is what kind of device a user agent is: for that it asks the
@@ -29,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, timezone
 from fractions import Fraction
@@ -40,7 +43,9 @@ __all__ = [
     "accept_line",
     "accept_landing",
     "dedupe",
+    "stitch",
     "sessionize",
+    "users",
     "state_on",
     "daily_snapshot",
     "recompute",
@@ -58,6 +63,7 @@ class Settings:
     start_date: date = date(2020, 1, 1)
     lapsing_days: int = 7  # lapsing: the last session was 1..lapsing_days days before D
     dormant_days: int = 30  # dormant: lapsing_days+1..dormant_days days; churned: more than that
+    stitch_identities: bool = True  # off: an event's user_key is its userId, else its anonymousId
 
 
 DEFAULTS = Settings()
@@ -293,6 +299,37 @@ def dedupe(events: list[dict]) -> list[dict]:
 
 
 # --------------------------------------------------------------------------------------------------
+# Identity
+# --------------------------------------------------------------------------------------------------
+
+
+def stitch(events: list[dict]) -> list[dict]:
+    """Give each kept event its person as ``user_key``.
+
+    A link is an event with both a userId and an anonymousId. An anonymousId belongs to the userId of its
+    latest link by (timestamp, message_id); an event's person is its own userId, else its anonymousId's
+    person, else its anonymousId.
+    """
+    latest: dict[str, dict] = {}
+    for event in events:
+        if event["user_id"] is not None and event["anonymous_id"] is not None:
+            known = latest.get(event["anonymous_id"])
+            order = (event["timestamp"], event["message_id"])
+            if known is None or order > (known["timestamp"], known["message_id"]):
+                latest[event["anonymous_id"]] = event
+    stitched = []
+    for event in events:
+        if event["user_id"] is not None:
+            person = event["user_id"]
+        elif event["anonymous_id"] in latest:
+            person = latest[event["anonymous_id"]]["user_id"]
+        else:
+            person = event["anonymous_id"]
+        stitched.append({**event, "user_key": person})
+    return stitched
+
+
+# --------------------------------------------------------------------------------------------------
 # Sessions
 # --------------------------------------------------------------------------------------------------
 
@@ -488,6 +525,40 @@ def daily_snapshot(sessions: list[dict], horizon: date, settings: Settings = DEF
 
 
 # --------------------------------------------------------------------------------------------------
+# Users
+# --------------------------------------------------------------------------------------------------
+
+FIRST_TOUCH = ("landing_path", "referrer", "utm_source", "utm_medium", "utm_campaign", "device_type")
+
+
+def users(events: list[dict], sessions: list[dict]) -> list[dict]:
+    """One row per person: its userId (None for a visitor never identified), when it was first and last seen,
+    its sessions, events and distinct anonymousIds, and its first session's source as ``first_*``."""
+    by_person: dict[str, list[dict]] = {}
+    for event in events:
+        by_person.setdefault(event["user_key"], []).append(event)
+    first_sessions = {s["user_key"]: s for s in sessions if s["session_number"] == 1}
+    counts = Counter(s["user_key"] for s in sessions)
+    rows = []
+    for person, own in sorted(by_person.items()):
+        first = first_sessions[person]
+        user_ids = {e["user_id"] for e in own if e["user_id"] is not None}
+        rows.append(
+            {
+                "user_key": person,
+                "user_id": min(user_ids) if user_ids else None,
+                "first_seen": min(e["timestamp"] for e in own),
+                "last_seen": max(e["timestamp"] for e in own),
+                "sessions": counts[person],
+                "events": len(own),
+                "anonymous_ids": len({e["anonymous_id"] for e in own if e["anonymous_id"] is not None}),
+                **{f"first_{name}": first[name] for name in FIRST_TOUCH},
+            }
+        )
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------
 # Everything at once
 # --------------------------------------------------------------------------------------------------
 
@@ -500,10 +571,19 @@ def recompute(lines_by_received_day: dict[str, list[str]], settings: Settings = 
     """
     accepted, rejected = accept_landing(lines_by_received_day, settings)
     events = dedupe(accepted)
+    if settings.stitch_identities:
+        events = stitch(events)
     sessions = sessionize(events, settings)
     if lines_by_received_day:
         horizon = date.fromisoformat(str(max(lines_by_received_day)))
         snapshot = daily_snapshot(sessions, horizon, settings)
     else:
         snapshot = []
-    return {"accepted": accepted, "rejected": rejected, "events": events, "sessions": sessions, "snapshot": snapshot}
+    return {
+        "accepted": accepted,
+        "rejected": rejected,
+        "events": events,
+        "sessions": sessions,
+        "snapshot": snapshot,
+        "users": users(events, sessions),
+    }

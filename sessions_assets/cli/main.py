@@ -4,7 +4,7 @@ keep the tables compact.
     sessions-assets generate --data-root DIR [--days N] [--users N] [--seed S]
     sessions-assets run      --data-root DIR
     sessions-assets status   --data-root DIR
-    sessions-assets repair   --data-root DIR --from DAY [--to DAY] [--tables events,sessions,daily_snapshot]
+    sessions-assets repair   --data-root DIR --from DAY [--to DAY] [--tables events,sessions,users,daily_snapshot]
     sessions-assets maintain --data-root DIR [--retain-hours H]
     sessions-assets fetch-jars [--to DIR]
 
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     fix.add_argument("--data-root", **root)
     fix.add_argument("--from", dest="first", type=_day, required=True)
     fix.add_argument("--to", dest="last", type=_day)
-    fix.add_argument("--tables", help="comma-separated (default: events,sessions,daily_snapshot)")
+    fix.add_argument("--tables", help="comma-separated (default: events,sessions,users,daily_snapshot)")
     fix.set_defaults(func=repair)
     upkeep = sub.add_parser("maintain", help="compact the tables and remove files no recent version reads")
     upkeep.add_argument("--data-root", **root)

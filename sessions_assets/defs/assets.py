@@ -15,7 +15,7 @@ from sessions_assets.defs.failures import run_step
 from sessions_assets.defs.metadata import table
 from sessions_assets.defs.partitions import ANY_RECEIVED_DAY, SAME_DAY, SESSION_NEIGHBOURS, bounds, daily
 from sessions_assets.defs.resources import PipelineResource
-from sessions_assets.warehouse.refresh import Outcome, refresh_events, refresh_sessions, refresh_snapshot
+from sessions_assets.warehouse.refresh import Outcome, refresh_events, refresh_sessions, refresh_snapshot, refresh_users
 
 SINGLE_RUN = dg.BackfillPolicy.single_run()
 NUMBERING_CHECK = "session_numbers_run_without_gaps"
@@ -62,7 +62,7 @@ def events(
 ):
     """Accepted events by event day, one row per ``messageId``: the first-received copy, wherever it landed."""
     done = run_step(
-        context, lambda: refresh_events(pipeline.warehouse(spark), _days(context) if config.rebuild else None)
+        context, lambda: refresh_events(pipeline.warehouse(spark), pipeline, _days(context) if config.rebuild else None)
     )
     yield from _results(context, done)
 
@@ -107,4 +107,19 @@ def daily_snapshot(
 ):
     """Users on hand per lifecycle state at the end of each day, up to the latest received day."""
     done = run_step(context, lambda: refresh_snapshot(pipeline.warehouse(spark), pipeline, repair=config.rebuild))
+    yield from _results(context, done)
+
+
+@dg.asset(
+    partitions_def=daily,
+    deps=[dg.AssetDep(sessions, partition_mapping=SAME_DAY), dg.AssetDep(events, partition_mapping=SAME_DAY)],
+    backfill_policy=SINGLE_RUN,
+    group_name="sessions",
+)
+def users(
+    context: dg.AssetExecutionContext, config: RepairConfig, spark: LazyPySparkResource, pipeline: PipelineResource
+):
+    """One row per person: its userId, first and last seen, sessions, events, anonymous ids and first touch. Only
+    the persons whose sessions or events changed are recomputed (``rebuild``: all of them)."""
+    done = run_step(context, lambda: refresh_users(pipeline.warehouse(spark), repair=config.rebuild))
     yield from _results(context, done)

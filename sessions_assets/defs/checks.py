@@ -7,7 +7,7 @@ from pyspark.sql import DataFrame
 
 from sessions_assets.defs.resources import PipelineResource
 from sessions_assets.engine import invariants
-from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, EVENTS, SESSIONS
+from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, EVENTS, SESSIONS, USERS
 
 
 def _result(violations: DataFrame, description: str, **metadata) -> dg.AssetCheckResult:
@@ -55,12 +55,20 @@ def snapshot_counts_every_user(spark: LazyPySparkResource, pipeline: PipelineRes
     return _result(violations, "snapshot days that lose or invent users")
 
 
+@dg.asset_check(asset="users", description="Every person of sessions has exactly one row, and no other row.")
+def users_one_row_per_person(spark: LazyPySparkResource, pipeline: PipelineResource) -> dg.AssetCheckResult:
+    wh = pipeline.warehouse(spark)
+    violations = invariants.persons_without_one_row(wh.read(USERS), wh.read(SESSIONS))
+    return _result(violations, "persons missing from users, written twice, or without sessions")
+
+
 CHECKS = [
     sessions_do_not_overlap,
     sessions_within_cap,
     sessions_numbered_in_order,
     sessions_count_every_event,
     snapshot_counts_every_user,
+    users_one_row_per_person,
 ]
 daily_checks = dg.ScheduleDefinition(
     name="daily_checks",

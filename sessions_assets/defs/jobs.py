@@ -10,7 +10,7 @@ TAKES_TURNS = {"sessions/refresh": "true"}
 INGESTED = dg.AssetSelection.assets("raw_events").required_multi_asset_neighbors()
 # The whole-table checks run on their own schedule (``checks.py``), not in every refresh.
 # The derived assets, in refresh order: the one list (the CLI's --tables, the benchmark's steps read it).
-DERIVED = ("events", "sessions", "daily_snapshot")
+DERIVED = ("events", "sessions", "users", "daily_snapshot")
 REFRESHED = dg.AssetSelection.assets(*DERIVED) - dg.AssetSelection.checks(*CHECKS)
 
 ingest_job = dg.define_asset_job(
@@ -23,7 +23,7 @@ refresh_job = dg.define_asset_job(
     "refresh_job",
     selection=REFRESHED,
     partitions_def=daily,
-    description="Bring events, sessions and the snapshot up to date with what was ingested.",
+    description="Bring events, sessions, users and the snapshot up to date with what was ingested.",
     tags=TAKES_TURNS,
 )
 process_job = dg.define_asset_job(

@@ -225,7 +225,7 @@ def ready(landing: Landing, history: History, now: float | None = None) -> Ready
 
 @dataclass(frozen=True)
 class Backlog:
-    """What one run of ``events``, ``sessions`` and ``daily_snapshot`` does after some received days.
+    """What one run of the derived assets (``jobs.DERIVED``) does after some received days.
 
     The run is for the latest received day ingested: the partition every refresh changes (the snapshot runs up
     to the latest received day holding a line).

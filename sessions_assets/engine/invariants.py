@@ -45,3 +45,11 @@ def unbalanced_snapshot_days(snapshot: DataFrame, sessions: DataFrame) -> DataFr
         .withColumn("users_seen", F.sum(F.coalesce("new", F.lit(0))).over(so_far))
         .where(F.col("on_hand").isNotNull() & ~F.coalesce(F.col("on_hand") == F.col("users_seen"), F.lit(False)))
     )
+
+
+def persons_without_one_row(users: DataFrame, sessions: DataFrame) -> DataFrame:
+    """Persons of ``sessions`` with no row or several in ``users``, and rows of ``users`` with no session."""
+    rows = users.groupBy("user_key").agg(F.count(F.lit(1)).alias("rows"))
+    persons = sessions.select("user_key").distinct().withColumn("has_sessions", F.lit(True))
+    joined = persons.join(rows, "user_key", "full_outer")
+    return joined.where(F.col("has_sessions").isNull() | F.col("rows").isNull() | (F.col("rows") != 1))

@@ -1,7 +1,8 @@
 """The one record of what a derived table has absorbed: the version of its input, kept in its own commits.
 
-``events`` absorbs ``raw_events``, ``sessions`` absorbs ``events``, ``lifecycle`` absorbs ``sessions``, and
-``daily_snapshot`` absorbs ``lifecycle`` and ``received_days`` (the snapshot's horizon moves with every ingest).
+``events`` absorbs ``raw_events``, ``sessions`` absorbs ``events``, ``users`` absorbs both, ``lifecycle`` absorbs
+``sessions``, and ``daily_snapshot`` absorbs ``lifecycle`` and ``received_days`` (the snapshot's horizon moves
+with every ingest).
 Each commit of a derived table notes ``{"absorbed": {<input>: <version>}}`` in its ``userMetadata``,
 atomically with its rows, so the note can never disagree with the data. A run reads the note, reads the
 input's change feed from the next version to the latest, applies the change, and commits with a new
@@ -26,6 +27,7 @@ from sessions_assets.warehouse.tables import (
     RAW_EVENTS,
     RECEIVED_DAYS,
     SESSIONS,
+    USERS,
     Table,
 )
 
@@ -36,6 +38,8 @@ NO_DATA_CHANGE = ("OPTIMIZE", "VACUUM START", "VACUUM END", "ADD COLUMNS")
 FOLLOWS = (
     (EVENTS, RAW_EVENTS),
     (SESSIONS, EVENTS),
+    (USERS, SESSIONS),
+    (USERS, EVENTS),
     (LIFECYCLE, SESSIONS),
     (DAILY_SNAPSHOT, LIFECYCLE),
     (DAILY_SNAPSHOT, RECEIVED_DAYS),

@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 
 from sessions_assets.engine.schema import schema
 from sessions_assets.engine.sessionize import SESSION_SCHEMA
+from sessions_assets.engine.users import USER_SCHEMA
 
 CHANGE_FEED = ("delta.enableChangeDataFeed", "true")
 DELETION_VECTORS = ("delta.enableDeletionVectors", "true")
@@ -101,6 +102,8 @@ SESSIONS = Table(
     sort_by=("session_date", "user_key", "session_start"),
     properties=(CHANGE_FEED, DELETION_VECTORS),
 )
+# One row per person, rewritten in place where persons change (deletion vectors mark the old rows).
+USERS = Table("users", USER_SCHEMA, sort_by=("user_key",), properties=(DELETION_VECTORS,))
 # Transition totals per (day, state), future days included: what the snapshot is summed from.
 LIFECYCLE = Table(
     "lifecycle",
@@ -125,6 +128,7 @@ ALL = (
     RECEIVED_DAYS,
     EVENTS,
     SESSIONS,
+    USERS,
     LIFECYCLE,
     DAILY_SNAPSHOT,
     USER_AGENTS,

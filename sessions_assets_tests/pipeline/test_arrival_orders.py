@@ -1,6 +1,7 @@
 """Any order of arrival ends in the tables a full recompute gives: random small landing zones, real pipeline.
 
 A few users' events over four event days, received over three days: most on time, some days late, some
+identified on a device others browse from anonymously or log in on too (the logins late or early), some
 delivered twice (the same line again, or a retried request stamped seconds or minutes off, sometimes
 across midnight, received before or after the original), one or two from "the future", a broken line.
 The received days arrive in a random order, some together, and one day already processed is ingested
@@ -30,7 +31,16 @@ FIRST_EVENT_DAY, LAST_EVENT_DAY = date(2024, 3, 1), date(2024, 3, 4)
 RECEIVED_DAYS = (date(2024, 3, 2), date(2024, 3, 3), date(2024, 3, 4))
 START = datetime(2024, 3, 1, 21, 0, tzinfo=UTC)  # the first events come in the evening: streams straddle midnights
 STEPS = (1, 10, 29, 30, 31, 45, 200, 1440)  # minutes between a user's events: around the gap, and a day
-USERS = {"ann": {"agent": DESKTOP}, "bob": {"device": "ios"}, "cat": {"agent": PHONE, "userId": ""}}  # cat: anonymous
+# cat browses anonymously; dan and eli both log in on the device "dev" browses from, so its events go to
+# whichever of them logged in on it last.
+USERS = {
+    "ann": {"agent": DESKTOP},
+    "bob": {"device": "ios"},
+    "cat": {"agent": PHONE, "userId": ""},
+    "dan": {"anonymousId": "shared"},
+    "dev": {"userId": None, "anonymousId": "shared"},
+    "eli": {"agent": DESKTOP, "anonymousId": "shared"},
+}
 SHIFTS = (3, -7, 90, -90, 1200, -1200)  # seconds a retried request's timestamp is off by
 SOAK = float(os.environ.get("SESSIONS_SOAK", "1"))
 
@@ -50,7 +60,8 @@ def landing_zones(draw) -> dict[date, list[str]]:
         day = draw(st.sampled_from([d for d in RECEIVED_DAYS if d >= at.date()] or [RECEIVED_DAYS[-1]]))
         return day, max(at + timedelta(seconds=5), midnight(day) + timedelta(minutes=draw(st.integers(0, 900))))
 
-    for user in draw(st.lists(st.sampled_from(sorted(USERS)), min_size=2, max_size=3, unique=True)):
+    others = st.lists(st.sampled_from(sorted(set(USERS) - {"dev"})), min_size=2, max_size=3, unique=True)
+    for user in ["dev", *draw(others)]:  # always someone anonymous on the shared device
         moment = START + timedelta(minutes=draw(st.integers(0, 240)))
         for _ in range(draw(st.integers(3, 8))):
             moment += timedelta(minutes=draw(st.sampled_from(STEPS)), seconds=draw(st.sampled_from((0, 0, 1))))

@@ -1,4 +1,5 @@
-"""``events``: the first-received copy of each message, from the received days ingested since the last step."""
+"""``events``: the first-received copy of each message, from the received days ingested since the last step,
+each with its person as ``user_key`` (``engine/identity.py``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from datetime import date
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sessions_assets.engine import dedup
+from sessions_assets.engine import dedup, identity
+from sessions_assets.settings import Settings
 from sessions_assets.warehouse import ledger
 from sessions_assets.warehouse.delta import Commit, Warehouse, on_days
 from sessions_assets.warehouse.refresh.outcome import Outcome, days_in, rebuilding, rebuilt, repair_commit
@@ -17,12 +19,15 @@ from sessions_assets.warehouse.tables import EVENTS, RAW_EVENTS
 METRICS = {"insert": "rows_inserted", "update": "rows_updated", "delete": "rows_deleted"}
 
 
-def refresh_events(wh: Warehouse, repair: tuple[date, date] | None = None) -> Outcome:
+def refresh_events(wh: Warehouse, settings: Settings, repair: tuple[date, date] | None = None) -> Outcome:
     """Absorb the received days ingested since the last run; with ``repair``, also recompute those event days."""
     at = ledger.position(wh, EVENTS, RAW_EVENTS)
     rebuild, feed = rebuilding(wh, at)
     if rebuild:
-        wh.overwrite(EVENTS, dedup.keep_first(wh.read(RAW_EVENTS, at.latest)).select(*EVENTS.columns), at.replacing)
+        kept = dedup.keep_first(wh.read(RAW_EVENTS, at.latest)).select(*EVENTS.columns)
+        if settings.stitch_identities:
+            kept = identity.stitch(kept, identity.persons(kept))
+        wh.overwrite(EVENTS, kept, at.replacing)
         return rebuilt(wh, EVENTS, "event_date", at)
     done = Outcome("incremental" if feed is not None else "up to date", at.latest)
     if feed is not None:
@@ -30,13 +35,14 @@ def refresh_events(wh: Warehouse, repair: tuple[date, date] | None = None) -> Ou
             change = _corrections(wh, feed.select("message_hash").distinct(), at.latest)
         else:
             change = _arrivals(wh, feed.where(F.col("_change_type") == "insert").drop("_change_type"))
-        done.add(_apply_events(wh, change, at.commit))
+        done.add(_apply_events(wh, change, at.commit, settings))
     if repair is not None:
         first, last = repair
         stored = wh.read(EVENTS).where(F.col("event_date").between(first, last)).select("message_hash")
         copies = wh.read(RAW_EVENTS).where(F.col("event_date").between(first, last)).select("message_hash")
         corrections = _corrections(wh, stored.union(copies).distinct(), wh.version(RAW_EVENTS))
-        done.add(_apply_events(wh, corrections, repair_commit(repair)))
+        anonymous = wh.read(EVENTS).where(F.col("event_date").between(first, last)).select("anonymous_id")
+        done.add(_apply_events(wh, corrections, repair_commit(repair), settings, anonymous))
         done.how = "repaired"
     return done
 
@@ -80,10 +86,53 @@ def _corrections(wh: Warehouse, hashes: DataFrame, raw_version: int) -> DataFram
     return dedup.corrections(dedup.keep_first(copies).select(*EVENTS.columns), _stored(wh, hashes), EVENTS.columns)
 
 
-def _apply_events(wh: Warehouse, ops: DataFrame, commit: Commit) -> Outcome:
+def _stitched(wh: Warehouse, ops: DataFrame, also: DataFrame | None) -> tuple[DataFrame, Outcome]:
+    """``ops`` with each written event's person, and the stored events that change person as updates.
+
+    The anonymous ids of ``ops`` (and ``also``) are looked up in one scan of narrow columns of ``events``: with
+    the links ``ops`` write, that is every link of those ids, so each id's person is decided afresh. Stored
+    anonymous events of those ids whose person is not that one move to it, on whatever day they are."""
+    ids = ops.select("anonymous_id") if also is None else ops.select("anonymous_id").union(also)
+    ids = F.broadcast(ids.where("anonymous_id IS NOT NULL").distinct().localCheckpoint())
+    narrow = (*identity.LINK_COLUMNS, "user_key", "event_date")
+    stored = (
+        wh.read(EVENTS)
+        .select(*narrow)
+        .join(ids, "anonymous_id", "left_semi")
+        .join(ops.select("message_id"), "message_id", "left_anti")  # their rows in ops say what they become
+        .localCheckpoint()
+    )
+    written = ops.where("_op != 'delete'")
+    persons = identity.persons(stored.unionByName(written.select(*narrow))).localCheckpoint()
+    moved = (
+        identity.stitch(stored.where("user_id IS NULL").withColumn("_was", F.col("user_key")), persons)
+        .where(F.col("user_key") != F.col("_was"))
+        .select("message_id", "event_date", "user_key")
+        .localCheckpoint()
+    )
+    done = Outcome("incremental")
+    for row in moved.groupBy().agg(F.count(F.lit(1)), F.count_distinct("user_key")).collect():
+        done.counts.update({"events_moved_to_another_person": row[0], "persons_gaining_events": row[1]})
+    rows = wh.read(EVENTS).where(F.col("event_date").isin(days_in(moved, "event_date"))).drop("user_key")
+    updates = rows.join(F.broadcast(moved), ["message_id", "event_date"]).select(*EVENTS.columns)
+    return (
+        identity.stitch(written, persons)
+        .unionByName(ops.where("_op = 'delete'"))
+        .unionByName(updates.withColumn("_op", F.lit("update"))),
+        done,
+    )
+
+
+def _apply_events(
+    wh: Warehouse, ops: DataFrame, commit: Commit, settings: Settings, anonymous: DataFrame | None = None
+) -> Outcome:
     """Inserts, updates and deletes in one commit: an append when no stored row changes, else one ``MERGE``
-    that reads the target only on the days whose stored rows change."""
+    that reads the target only on the days whose stored rows change. With identities stitched, the events of
+    the anonymous ids written (and of ``anonymous``) go to their persons in the same commit."""
     ops, done, stored_days = ops.localCheckpoint(), Outcome("incremental"), set()
+    if settings.stitch_identities:
+        ops, done = _stitched(wh, ops, anonymous)
+        ops = ops.localCheckpoint()
     for row in ops.groupBy("_op", "event_date").count().collect():
         done.counts[METRICS[row._op]] += row["count"]
         done.days[row.event_date] += row["count"]
