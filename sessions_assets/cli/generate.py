@@ -2,7 +2,9 @@
 
 People visit in bursts, some across midnight, on the web (pages with paths, referrers, campaigns on some
 landings, a browser's user agent) or in a mobile app (``context.device.type``, no user agent); two bots
-never pause for 30 minutes. Most events arrive within a minute, some days later, a tail weeks or months
+never pause for 30 minutes. Most people browse anonymously before they log in (an ``identify`` call, now and
+then delivered days late), come back logged out, use a second device, or have a server send calls with
+only their ``userId``; a few share a device with someone else; some are never identified. Most events arrive within a minute, some days later, a tail weeks or months
 later. Some are delivered twice: the same line again, or a retried request whose copy carries a shifted
 ``timestamp`` (sometimes across midnight, sometimes received before the original). A few come from "the
 future", and some lines are broken. Same arguments, same bytes.
@@ -43,6 +45,11 @@ AGENTS = {
     "tablet": "Mozilla/5.0 (iPad; CPU OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1",
 }
 APPS = ("ios", "android")
+SECOND_DEVICE = 0.2  # people who also use a second device
+SHARED_DEVICE_EVERY = 25  # every this-many people, two share a device
+LOGGED_OUT = 0.15  # bursts after the login that come logged out
+BACKEND = 0.08  # calls after the login sent by a server: userId only
+LATE_IDENTIFY = 0.3  # identify calls received one to four days late
 
 
 @dataclass
@@ -69,6 +76,19 @@ class Visitor:
     user: str
     anonymous: bool  # sends only anonymousId
     device: str  # a key of AGENTS (web) or of APPS (mobile app)
+    device_id: str = ""  # the device's anonymousId (default: one of the visitor's own)
+
+    @property
+    def anonymous_id(self) -> str:
+        return self.device_id or f"anon-{self.user}"
+
+
+def segment_identify(rng: random.Random, who: Visitor, at: datetime, received: datetime) -> dict:
+    """A login: the call that links the device's anonymousId to the user."""
+    message = segment_message(rng, who, at, received, landing=False)
+    message.pop("event", None)
+    message.pop("name", None)
+    return {**message, "type": "identify", "userId": who.user, "traits": {"plan": rng.choice(("free", "pro"))}}
 
 
 def segment_message(rng: random.Random, who: Visitor, at: datetime, received: datetime, landing: bool) -> dict:
@@ -78,7 +98,7 @@ def segment_message(rng: random.Random, who: Visitor, at: datetime, received: da
         "messageId": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
         "type": kind,
         "userId": "" if who.anonymous else who.user,
-        "anonymousId": f"anon-{who.user}",
+        "anonymousId": who.anonymous_id,
         "timestamp": _iso(at),
         "sentAt": _iso(min(received, at + timedelta(seconds=rng.randint(0, 30)))),
         "receivedAt": _iso(received),
@@ -103,6 +123,27 @@ def segment_message(rng: random.Random, who: Visitor, at: datetime, received: da
         if landing and rng.random() < 0.3:
             message["context"]["campaign"] = dict(rng.choice(CAMPAIGNS))
     return message
+
+
+def _identities(rng: random.Random, visitor: Visitor, bursts: int) -> list[tuple[Visitor, bool]]:
+    """Who each of a visitor's bursts comes from, and whether it logs in: anonymous until the burst that logs
+    in, then logged in on one device or the other, or logged out."""
+    if visitor.anonymous or visitor.user in BOTS or not bursts:
+        return [(visitor, False)] * bursts
+    login = bursts - 1 - rng.randrange(max(1, bursts // 6))  # lately: within the landing zone, often
+    second = (
+        Visitor(visitor.user, False, rng.choice([*AGENTS, *APPS]), f"anon-{visitor.user}-2")
+        if rng.random() < SECOND_DEVICE
+        else None
+    )
+    out = []
+    for n in range(bursts):
+        on = second if second is not None and n > login and rng.random() < 0.3 else visitor
+        logged_out = n < login or (n > login and rng.random() < LOGGED_OUT)
+        out.append(
+            (Visitor(visitor.user, True, on.device, on.anonymous_id) if n <= login or logged_out else on, n == login)
+        )
+    return out
 
 
 def _delay(rng: random.Random) -> tuple[str, timedelta]:
@@ -179,12 +220,24 @@ def generate_landing_zone(
     streams += [
         (Visitor(bot, False, "desktop"), _bot(rng, first + timedelta(days=i), 60)) for i, bot in enumerate(BOTS)
     ]
+    shared = {v.user: visitors[i - 1].anonymous_id for i, v in enumerate(visitors) if i % SHARED_DEVICE_EVERY == 1}
     for visitor, bursts in streams:
-        for burst in bursts:
+        if visitor.user in shared:
+            visitor = Visitor(visitor.user, visitor.anonymous, visitor.device, shared[visitor.user])
+        for burst, (who, logs_in) in zip(bursts, _identities(rng, visitor, len(bursts)), strict=True):
             for n, at in enumerate(burst):
                 kind, delay = _delay(rng)
                 received = at + delay
-                message = segment_message(rng, visitor, at, received, landing=n == 0)
+                message = segment_message(rng, who, at, received, landing=n == 0)
+                if logs_in and n == 0:  # the login, right after the landing
+                    who = Visitor(visitor.user, False, who.device, who.anonymous_id)
+                    login, late = at + timedelta(seconds=2), rng.random() < LATE_IDENTIFY
+                    at_desk = received + timedelta(days=rng.randint(1, 4)) if late else received + timedelta(seconds=2)
+                    deliver(
+                        segment_identify(rng, who, login, at_desk), at_desk, "identify_late" if late else "identify"
+                    )
+                elif not who.anonymous and rng.random() < BACKEND:
+                    message["anonymousId"] = None
                 deliver(message, received, kind)
                 if rng.random() < DUPLICATE_RATE:
                     segment_redeliver(rng, message, at, received, deliver)

@@ -107,14 +107,14 @@ def _stitched(wh: Warehouse, ops: DataFrame, also: DataFrame | None) -> tuple[Da
     moved = (
         identity.stitch(stored.where("user_id IS NULL").withColumn("_was", F.col("user_key")), persons)
         .where(F.col("user_key") != F.col("_was"))
-        .select("message_id", "event_date", "user_key")
+        .select("message_id", "event_date", "user_key", "anonymous_id")
         .localCheckpoint()
     )
     done = Outcome("incremental")
-    for row in moved.groupBy().agg(F.count(F.lit(1)), F.count_distinct("user_key")).collect():
-        done.counts.update({"events_moved_to_another_person": row[0], "persons_gaining_events": row[1]})
-    rows = wh.read(EVENTS).where(F.col("event_date").isin(days_in(moved, "event_date"))).drop("user_key")
-    updates = rows.join(F.broadcast(moved), ["message_id", "event_date"]).select(*EVENTS.columns)
+    found = moved.agg(F.count(F.lit(1)), F.count_distinct("anonymous_id"), F.collect_set("event_date")).head()
+    done.counts.update({"events_moved_to_another_person": found[0], "anonymous_ids_moved": found[1]})
+    rows = wh.read(EVENTS).where(F.col("event_date").isin(sorted(found[2]))).drop("user_key")
+    updates = rows.join(F.broadcast(moved.drop("anonymous_id")), ["message_id", "event_date"]).select(*EVENTS.columns)
     return (
         identity.stitch(written, persons)
         .unionByName(ops.where("_op = 'delete'"))
