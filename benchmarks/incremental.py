@@ -4,16 +4,17 @@
     python benchmarks/incremental.py --small-day        # ~800 events after 7 days, incremental timed 3 times
 
 For each H: generate H + 1 received days of Segment events (~90 % within a minute, ~7 % within 3 days, ~3 %
-up to 180 days late; ~1 % re-delivered, some stamped across midnight; a few broken lines), load the first H
+up to 180 days late; ~1 % re-delivered, some stamped across midnight; a few broken lines; ~4 % of anonymous
+visitors' bursts log in, linking the visitor to a user as late as the burst arrives), load the first H
 in ``--workdir`` (one ingest run of the H days, what a UI backfill runs, then one refresh: a full build), then
 process the last day, warm and in-process, on copies of the warehouse and the Dagster instance:
 ``incremental`` (one ``process_job`` run: what the landing sensor launches) and ``full_rebuild``
-(``Runner.ingest``, then a repair of every event day of ``events``, ``sessions`` and ``daily_snapshot``:
-``sessions-assets repair``).
-Their ``events``, ``sessions`` and ``daily_snapshot`` must be equal. Two baselines from the seed are timed and
+(``Runner.ingest``, then a repair of every event day of every derived table: ``sessions-assets repair``).
+Their ``events``, ``sessions``, ``users`` and ``daily_snapshot`` must be equal. Two baselines from the seed are timed and
 compared too, each ingesting the day and then recomputing a window of days whole from ``raw_events`` with the
 engine's functions (no ledger, no change feed): ``last_60_days``, and ``touched_days_pm1`` (the event days the
-new day touched, and their neighbours); the snapshot is then summed from every session. Where they differ from
+new day touched, and their neighbours), stitched with the links of every stored event; ``users`` and the
+snapshot are then computed from every session. Where they differ from
 the full rebuild, the report says how many rows. Results go to
 ``benchmarks/results/incremental.{md,json}``, keeping the rows of earlier invocations.
 """
@@ -43,13 +44,22 @@ import pyspark
 from pyspark.sql import functions as F
 
 import sessions_assets
-from sessions_assets.cli.generate import AGENTS, APPS, Visitor, segment_broken_lines, segment_message, segment_redeliver
+from sessions_assets.cli.generate import (
+    AGENTS,
+    APPS,
+    Visitor,
+    segment_broken_lines,
+    segment_identify,
+    segment_message,
+    segment_redeliver,
+)
 from sessions_assets.cli.runner import Runner
 from sessions_assets.defs import planning
 from sessions_assets.defs.jobs import DERIVED
 from sessions_assets.defs.resources import resources, spark_config
-from sessions_assets.engine import dedup, lifecycle
+from sessions_assets.engine import dedup, identity, lifecycle
 from sessions_assets.engine.sessionize import sessionize
+from sessions_assets.engine.users import IDENTIFIED, users
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import tables
 from sessions_assets.warehouse.delta import Warehouse, on_days
@@ -64,7 +74,8 @@ LATENESS = {
     "months_late": (0.03, timedelta(days=3), timedelta(days=180)),
 }
 REDELIVERED = 0.01
-COMPARED = (tables.EVENTS, tables.SESSIONS, tables.DAILY_SNAPSHOT)
+LINKED = 0.04  # share of an anonymous visitor's bursts that log in: a link, received as late as the burst
+COMPARED = (tables.EVENTS, tables.SESSIONS, tables.USERS, tables.DAILY_SNAPSHOT)
 SPARK_KEYS = ("spark.master", "spark.driver.memory", "spark.sql.shuffle.partitions", "spark.driver.extraJavaOptions")
 
 
@@ -94,6 +105,10 @@ def generate(root: Path, days: list[date], per_day: int, seed: int) -> Counter:
             _, low, high = LATENESS[kind]
             late, who = low + (high - low) * rng.random(), rng.choice(visitors)
             at = start + timedelta(seconds=rng.uniform(0, 86_399)) - late
+            if who.anonymous and rng.random() < LINKED:
+                member = Visitor(who.user, False, who.device)
+                received = at + (late if kind != "on_time" else timedelta(seconds=rng.uniform(0, 60)))
+                deliver(segment_identify(rng, member, at, received), received, f"{kind}_links")
             for n in range(1 + int(rng.expovariate(1 / 6))):
                 received = at + (late if kind != "on_time" else timedelta(seconds=rng.uniform(0, 60)))
                 message = segment_message(rng, who, at, received, landing=n == 0)
@@ -214,11 +229,17 @@ def recompute_window(wh: Warehouse, settings: Settings, days: list[date]) -> dic
     seconds, started = {}, time.perf_counter()
     events_window, sessions_window = on_days("event_date", days), on_days("session_date", days)
     copies = wh.read(tables.RAW_EVENTS).where(events_window)
-    wh.replace_where(tables.EVENTS, dedup.keep_first(copies).select(*tables.EVENTS.columns), events_window)
+    kept = dedup.keep_first(copies).select(*tables.EVENTS.columns).localCheckpoint()
+    if settings.stitch_identities:
+        links = wh.read(tables.EVENTS).where(~events_window).select(*kept.columns).unionByName(kept)
+        kept = identity.stitch(kept, identity.persons(links))
+    wh.replace_where(tables.EVENTS, kept, events_window)
     seconds["events"], started = time.perf_counter() - started, time.perf_counter()
     window_sessions = sessionize(wh.read(tables.EVENTS).where(events_window), settings).where(sessions_window)
     wh.replace_where(tables.SESSIONS, window_sessions, sessions_window)
     seconds["sessions"], started = time.perf_counter() - started, time.perf_counter()
+    wh.overwrite(tables.USERS, users(wh.read(tables.SESSIONS), wh.read(tables.EVENTS).select(*IDENTIFIED)))
+    seconds["users"], started = time.perf_counter() - started, time.perf_counter()
     every_day = wh.read(tables.SESSIONS).select("user_key", F.col("session_date").alias("day"))
     totals = lifecycle.transitions(every_day, settings).localCheckpoint()
     wh.overwrite(tables.LIFECYCLE, totals)

@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from sessions_assets.warehouse.refresh.sessions import numbering_check
-from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, SESSIONS
+from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, SESSIONS, USERS
 from sessions_assets_tests.landing import segment, write_day
 
 pytestmark = pytest.mark.scenario
@@ -48,6 +48,7 @@ def test_each_check_fails_on_the_table_that_breaks_it(runner, data_root):
         "sessions_numbered_in_order": True,
         "sessions_count_every_event": True,
         "snapshot_counts_every_user": True,
+        "users_one_row_per_person": True,
     }
     wh = runner.defs.resources["pipeline"].warehouse(runner.defs.resources["spark"])
     written = wh.read(SESSIONS).where(F.col("user_key").isin("ann", "cat")).localCheckpoint()
@@ -58,6 +59,7 @@ def test_each_check_fails_on_the_table_that_breaks_it(runner, data_root):
     update(wh, SESSIONS, "user_key = 'bob' AND session_number = 1", overlong)
     update(wh, SESSIONS, "user_key = 'cat'", {"num_events": "num_events + 1"})
     update(wh, DAILY_SNAPSHOT, f"snapshot_date = DATE'{DAY}' AND state = 'new'", {"users_on_hand": "users_on_hand + 1"})
+    wh.delta(USERS).delete("user_key = 'cat'")
     assert evaluations(runner) == dict.fromkeys(
         (
             "sessions_do_not_overlap",
@@ -65,6 +67,7 @@ def test_each_check_fails_on_the_table_that_breaks_it(runner, data_root):
             "sessions_numbered_in_order",
             "sessions_count_every_event",
             "snapshot_counts_every_user",
+            "users_one_row_per_person",
         ),
         False,
     )

@@ -31,6 +31,7 @@ def test_the_definitions_load_from_the_defs_folder(runner):
         "partition_map",
         "events",
         "sessions",
+        "users",
         "daily_snapshot",
     }
     assert {s.name for s in loaded.sensors} == {"landing_sensor", "late_data_sensor"}
