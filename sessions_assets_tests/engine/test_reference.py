@@ -23,6 +23,8 @@ from sessions_assets_tests.reference import (
     recompute,
     sessionize,
     state_on,
+    stitch,
+    users,
 )
 
 
@@ -522,7 +524,7 @@ def test_recompute_from_landing_lines():
         ("2024-03-12", "lapsing"): (1, 0, 0),
         ("2024-03-12", "new"): (1, 1, 0),
     }  # the horizon is the latest received day: nothing after 2024-03-12
-    assert recompute({}) == {"accepted": [], "rejected": [], "events": [], "sessions": [], "snapshot": []}
+    assert recompute({}) == {"accepted": [], "rejected": [], "events": [], "sessions": [], "snapshot": [], "users": []}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -642,3 +644,35 @@ def test_a_copy_with_a_shifted_timestamp_is_kept_once_where_the_first_received_c
         out = recompute(days)
         assert [(e["message_id"], e["timestamp"]) for e in out["events"]] == [("m-9", T("2024-03-10 23:59:58"))]
         assert [s["session_date"] for s in out["sessions"]] == [date(2024, 3, 10)]
+
+
+def _call(message_id: str, user_id: str | None, anonymous_id: str | None, at: str) -> dict:
+    return {
+        "message_id": message_id,
+        "user_id": user_id,
+        "anonymous_id": anonymous_id,
+        "user_key": user_id or anonymous_id,
+        "timestamp": T(at),
+        "type": "page",
+    }
+
+
+def test_two_anonymous_sessions_become_the_users_sessions_1_and_2_once_the_login_is_known():
+    browsing = [_call("v1", None, "a-7f3", "2024-03-09 10:00"), _call("v2", None, "a-7f3", "2024-03-10 18:00")]
+    login = [_call("l1", "u42", "a-7f3", "2024-03-11 09:21")]
+    before = sessionize(stitch(browsing + [_call("l0", "u42", None, "2024-03-11 09:21")]))
+    assert [(s["user_key"], s["session_number"]) for s in before] == [("a-7f3", 1), ("a-7f3", 2), ("u42", 1)]
+    after = sessionize(stitch(browsing + login))
+    assert [(s["user_key"], s["session_number"]) for s in after] == [("u42", 1), ("u42", 2), ("u42", 3)]
+    [person] = users(stitch(browsing + login), after)
+    assert (person["user_key"], person["user_id"], person["sessions"], person["anonymous_ids"]) == ("u42", "u42", 3, 1)
+
+
+def test_a_shared_device_belongs_to_its_latest_login_whatever_the_order():
+    calls = [
+        _call("b", None, "shared", "2024-03-09 08:00"),
+        _call("c", "cy", "shared", "2024-03-09 08:05"),
+        _call("d", "dee", "shared", "2024-03-10 09:00"),
+    ]
+    for order in itertools.permutations(calls):
+        assert {e["message_id"]: e["user_key"] for e in stitch(list(order))} == {"b": "dee", "c": "cy", "d": "dee"}
