@@ -231,7 +231,7 @@ def recompute_window(wh: Warehouse, settings: Settings, days: list[date]) -> dic
     copies = wh.read(tables.RAW_EVENTS).where(events_window)
     kept = dedup.keep_first(copies).select(*tables.EVENTS.columns).localCheckpoint()
     if settings.stitch_identities:
-        links = wh.read(tables.EVENTS).where(~events_window).select(*kept.columns).unionByName(kept)
+        links = wh.read(tables.EVENTS).where(f"NOT ({events_window})").select(*kept.columns).unionByName(kept)
         kept = identity.stitch(kept, identity.persons(links))
     wh.replace_where(tables.EVENTS, kept, events_window)
     seconds["events"], started = time.perf_counter() - started, time.perf_counter()
@@ -377,11 +377,12 @@ def markdown(report: dict) -> str:
             "stats, `dagster` = the rest. Rows written, data files +/-: every table's commits' `operationMetrics`.",
             "Peak RSS: this process + the Spark driver JVM. `÷ full`: wall / full-rebuild wall; `= full`: equal to the",
             "full rebuild, or how many rows differ. The baselines recompute a window from `raw_events` outside Dagster",
-            "(their step columns: the window's events, sessions, and the snapshot from every session).",
+            "(their step columns: the window's events and sessions; users and the snapshot from every session).",
             "",
-            "| mode | H | events/day | method | runs | wall s | ingest s | events s | sessions s | snapshot s | dagster s "
-            "| rows written | files +/- | peak RSS MB | load | ÷ full | = full |",
-            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|",
+            "| mode | H | events/day | method | runs | wall s | ingest s | "
+            + "".join(f"{step} s | " for step in DERIVED)
+            + "dagster s | rows written | files +/- | peak RSS MB | load | ÷ full | = full |",
+            "|---|---:|---:|---|---:|---:|---:|" + "---:|" * len(DERIVED) + "---:|---:|---:|---:|---|---:|---|",
             *(_row(case, method) for case in cases for method in case["methods"]),
             "",
             "Loading the history (not in the figures above): generating H + 1 days, one ingest run of the H days (a",
