@@ -546,7 +546,7 @@ def users(events: list[dict], sessions: list[dict]) -> list[dict]:
         rows.append(
             {
                 "user_key": person,
-                "user_id": min(user_ids) if user_ids else None,
+                "user_id": person if person in user_ids else None,  # its own events' userIds are its key
                 "first_seen": min(e["timestamp"] for e in own),
                 "last_seen": max(e["timestamp"] for e in own),
                 "sessions": counts[person],

@@ -50,15 +50,17 @@ def arrivals(incoming: DataFrame, stored: DataFrame, columns: list[str]) -> Data
     return new.unionByName(moved.select(*[F.col(f"o.{c}").alias(c) for c in columns], F.lit("delete").alias("_op")))
 
 
-def corrections(wanted: DataFrame, stored: DataFrame, columns: list[str]) -> DataFrame:
+def corrections(wanted: DataFrame, stored: DataFrame, columns: list[str], ignored: tuple[str, ...] = ()) -> DataFrame:
     """What makes ``stored`` rows of some messages equal ``wanted`` (the first copies among all their copies),
-    tagged ``_op`` like ``arrivals``: after a received day was re-ingested with other rows, or to repair days."""
+    tagged ``_op`` like ``arrivals``: after a received day was re-ingested with other rows, or to repair days.
+    A difference in ``ignored`` columns alone leaves a row as it is."""
     w = wanted.select(*[F.col(c).alias(f"w_{c}") for c in columns])
     s = stored.select(*[F.col(c).alias(f"s_{c}") for c in columns])
     joined = w.join(s, F.col(f"w_{KEY}") == F.col(f"s_{KEY}"), "full_outer")
     same = F.lit(True)
     for c in columns:
-        same = same & F.col(f"w_{c}").eqNullSafe(F.col(f"s_{c}"))
+        if c not in ignored:
+            same = same & F.col(f"w_{c}").eqNullSafe(F.col(f"s_{c}"))
     wanted_here, stored_here = F.col(f"w_{KEY}").isNotNull(), F.col(f"s_{KEY}").isNotNull()
     same_day = stored_here & F.coalesce(F.col("w_event_date") == F.col("s_event_date"), F.lit(False))
     new = joined.where(wanted_here & ~same).select(

@@ -16,13 +16,9 @@ LINK_COLUMNS = ("message_id", "user_id", "anonymous_id", "timestamp")
 
 
 def persons(events: DataFrame) -> DataFrame:
-    """Each linked anonymous id's ``person`` (the ``user_id`` of its latest link among ``events``) and how many
-    distinct ``user_id``s it was seen with."""
+    """Each linked anonymous id's ``person``: the ``user_id`` of its latest link among ``events``."""
     linked = events.where(F.col("user_id").isNotNull() & F.col("anonymous_id").isNotNull())
-    return linked.groupBy("anonymous_id").agg(
-        F.max_by("user_id", F.struct("timestamp", "message_id")).alias("person"),
-        F.count_distinct("user_id").alias("user_ids"),
-    )
+    return linked.groupBy("anonymous_id").agg(F.max_by("user_id", F.struct("timestamp", "message_id")).alias("person"))
 
 
 def stitch(events: DataFrame, persons: DataFrame) -> DataFrame:

@@ -30,7 +30,8 @@ def users(sessions: DataFrame, events: DataFrame) -> DataFrame:
         first.alias("_first"),
     )
     ids = events.groupBy("user_key").agg(
-        F.max("user_id").alias("user_id"), F.count_distinct("anonymous_id").alias("anonymous_ids")
+        F.max("user_id").alias("user_id"),  # a person's events carry one userId at most: its key
+        F.count_distinct("anonymous_id").alias("anonymous_ids"),
     )
     joined = seen.join(ids, "user_key", "left").withColumn("anonymous_ids", F.coalesce("anonymous_ids", F.lit(0)))
     firsts = {f"first_{c}": F.col(f"_first.{c}") for c in FIRST_TOUCH}

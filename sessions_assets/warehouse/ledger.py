@@ -13,7 +13,7 @@ one that commits has moved the note with its rows. With no note (a new table) or
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 
 from pyspark.sql import DataFrame
@@ -59,6 +59,7 @@ class Position:
     absorbed: int | None  # the input version the table reflects; None: unknown, rebuild whole
     latest: int  # the input's version now
     version: int | None = None  # the table's version whose note says so (what to read it at)
+    note: dict = field(default_factory=dict)  # that note whole (a step may note more than what it absorbed)
 
     @property
     def current(self) -> bool:
@@ -87,7 +88,7 @@ def _position(storage: Storage, table: Table, source: Table, latest: int) -> Pos
         absorbed = note.get(ABSORBED, {}).get(source.name)
         if absorbed is not None:
             # A version past the input's latest means the input was recreated: start over.
-            return Position(table, source, absorbed if absorbed <= latest else None, latest, version)
+            return Position(table, source, absorbed if absorbed <= latest else None, latest, version, note)
     return Position(table, source, None, latest)
 
 

@@ -71,13 +71,13 @@ def calls(draw) -> list[dict]:
     return events
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(events=calls())
 def test_persons_equal_the_oracles_for_any_calls(spark, events):
     assert stitched(spark, events) == {e["message_id"]: e["user_key"] for e in reference.stitch(events)}
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(events=calls(), paths=st.lists(st.sampled_from(["/", "/a", None]), min_size=12, max_size=12))
 def test_users_equal_the_oracles(spark, events, paths):
     events = [

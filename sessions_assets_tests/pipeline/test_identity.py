@@ -161,15 +161,38 @@ def test_a_visitor_never_identified_is_a_person_of_its_own(arrived):
     assert (row.user_id, row.sessions, row.anonymous_ids, row.first_landing_path) == (None, 1, 1, "/")
 
 
-def test_stitching_off_gives_one_user_per_userid_else_anonymousid(spark, tmp_path):
+def test_stitching_off_gives_one_user_per_userid_else_anonymousid_and_switching_back_rebuilds(spark, tmp_path):
+    import dagster as dg
+
+    from sessions_assets.cli.runner import Runner
     from sessions_assets.settings import Settings
     from sessions_assets.warehouse.delta import Warehouse
     from sessions_assets.warehouse.storage import Storage
 
     root = tmp_path / "data"
-    _run(root, Settings(data_root=str(root), stitch_identities=False), [ON_TIME, {D4: LATE}])
+    off, on = (Settings(data_root=str(root), stitch_identities=flag) for flag in (False, True))
+    _run(root, off, [ON_TIME, {D4: LATE}])
     wh = Warehouse(spark, Storage(str(root)))
-    oracle = reference.recompute(landing_lines(root), reference.Settings(stitch_identities=False))
-    assert_tables_match_oracle(wh, root, oracle)
+    assert_tables_match_oracle(
+        wh, root, reference.recompute(landing_lines(root), reference.Settings(stitch_identities=False))
+    )
     assert {"dev-ana", "dev-bo", "dev-shared", "dev-fay"} <= persons(wh)
     assert sessions_of(wh, "ana") == [(1, "03-01 10:00", 2, D1)]
+    with dg.instance_for_test() as instance:  # switched on: a repair of any day rebuilds events, the rest follows
+        Runner.on(instance, on).repair(D1, D1, {"events"})
+    assert_tables_match_oracle(wh, root)
+
+
+def test_a_received_day_ingested_again_with_its_login_on_another_device_unlinks_the_first(spark, tmp_path):
+    root = tmp_path / "data"
+    from sessions_assets.settings import Settings
+    from sessions_assets.warehouse.delta import Warehouse
+    from sessions_assets.warehouse.storage import Storage
+
+    browsing = [anonymous("p1", "dev-x", "2024-03-01 09:00"), anonymous("p2", "dev-why", "2024-03-01 09:05")]
+    first = {D1: [*browsing, identify("i1", "una", "dev-x", "2024-03-01 09:10")]}
+    again = {D1: [*browsing, identify("i1", "una", "dev-why", "2024-03-01 09:10")]}  # the same message, corrected
+    _run(root, Settings(data_root=str(root)), [first, again])
+    wh = Warehouse(spark, Storage(str(root)))
+    assert_tables_match_oracle(wh, root)
+    assert persons(wh) == {"una", "dev-x"}

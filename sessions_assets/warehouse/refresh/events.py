@@ -15,6 +15,7 @@ from sessions_assets.warehouse.delta import Commit, Warehouse, on_days
 from sessions_assets.warehouse.refresh.outcome import Outcome, days_in, rebuilding, rebuilt, repair_commit
 from sessions_assets.warehouse.tables import EVENTS, RAW_EVENTS
 
+STITCHED = "stitched"
 # The materialization metadata counting each kind of row written.
 METRICS = {"insert": "rows_inserted", "update": "rows_updated", "delete": "rows_deleted"}
 
@@ -23,11 +24,13 @@ def refresh_events(wh: Warehouse, settings: Settings, repair: tuple[date, date] 
     """Absorb the received days ingested since the last run; with ``repair``, also recompute those event days."""
     at = ledger.position(wh, EVENTS, RAW_EVENTS)
     rebuild, feed = rebuilding(wh, at)
-    if rebuild:
+    stitched = {STITCHED: settings.stitch_identities}  # noted with each commit: a switch rebuilds the table
+    if rebuild or at.note.get(STITCHED, False) != settings.stitch_identities:
         kept = dedup.keep_first(wh.read(RAW_EVENTS, at.latest)).select(*EVENTS.columns)
         if settings.stitch_identities:
+            kept = kept.localCheckpoint()  # read twice: its links, then its rows
             kept = identity.stitch(kept, identity.persons(kept))
-        wh.overwrite(EVENTS, kept, at.replacing)
+        wh.overwrite(EVENTS, kept, Commit(at.replacing.note | stitched))
         return rebuilt(wh, EVENTS, "event_date", at)
     done = Outcome("incremental" if feed is not None else "up to date", at.latest)
     if feed is not None:
@@ -35,7 +38,7 @@ def refresh_events(wh: Warehouse, settings: Settings, repair: tuple[date, date] 
             change = _corrections(wh, feed.select("message_hash").distinct(), at.latest)
         else:
             change = _arrivals(wh, feed.where(F.col("_change_type") == "insert").drop("_change_type"))
-        done.add(_apply_events(wh, change, at.commit, settings))
+        done.add(_apply_events(wh, change, Commit(at.commit.note | stitched, at.commit.txn), settings))
     if repair is not None:
         first, last = repair
         stored = wh.read(EVENTS).where(F.col("event_date").between(first, last)).select("message_hash")
@@ -83,23 +86,35 @@ def _corrections(wh: Warehouse, hashes: DataFrame, raw_version: int) -> DataFram
     found = raw.select("message_hash", "received_date").join(F.broadcast(hashes), "message_hash", "left_semi")
     received = days_in(found, "received_date")
     copies = raw.where(F.col("received_date").isin(received)).join(F.broadcast(hashes), "message_hash", "left_semi")
-    return dedup.corrections(dedup.keep_first(copies).select(*EVENTS.columns), _stored(wh, hashes), EVENTS.columns)
+    wanted = dedup.keep_first(copies).select(*EVENTS.columns)
+    # ``user_key`` is compared by the stitching that follows (``_stitched``): the copies carry the raw identity.
+    return dedup.corrections(wanted, _stored(wh, hashes), EVENTS.columns, ignored=("user_key",))
 
 
-def _stitched(wh: Warehouse, ops: DataFrame, also: DataFrame | None) -> tuple[DataFrame, Outcome]:
+def _stitched(wh: Warehouse, ops: DataFrame, replaces: bool, also: DataFrame | None) -> tuple[DataFrame, Outcome]:
     """``ops`` with each written event's person, and the stored events that change person as updates.
 
-    The anonymous ids of ``ops`` (and ``also``) are looked up in one scan of narrow columns of ``events``: with
+    The anonymous ids of ``ops`` (those of the rows they replace when ``replaces``, and ``also``) are looked up in one scan of narrow columns of ``events``: with
     the links ``ops`` write, that is every link of those ids, so each id's person is decided afresh. Stored
     anonymous events of those ids whose person is not that one move to it, on whatever day they are."""
-    ids = ops.select("anonymous_id") if also is None else ops.select("anonymous_id").union(also)
+    ids = ops.select("anonymous_id")
+    if replaces:  # a row replaced on its day may have carried another anonymous id: its person is decided too
+        hashes = F.broadcast(ops.where("_op = 'update'").select("message_hash", "message_id"))
+        ids = ids.union(
+            wh.read(EVENTS)
+            .select("message_hash", "message_id", "anonymous_id")
+            .join(hashes, ["message_hash", "message_id"], "left_semi")
+            .select("anonymous_id")
+        )
+    if also is not None:
+        ids = ids.union(also)
     ids = F.broadcast(ids.where("anonymous_id IS NOT NULL").distinct().localCheckpoint())
     narrow = (*identity.LINK_COLUMNS, "user_key", "event_date")
     stored = (
         wh.read(EVENTS)
         .select(*narrow)
         .join(ids, "anonymous_id", "left_semi")
-        .join(ops.select("message_id"), "message_id", "left_anti")  # their rows in ops say what they become
+        .join(F.broadcast(ops.select("message_id")), "message_id", "left_anti")  # ops say what they become
         .localCheckpoint()
     )
     written = ops.where("_op != 'delete'")
@@ -110,10 +125,14 @@ def _stitched(wh: Warehouse, ops: DataFrame, also: DataFrame | None) -> tuple[Da
         .select("message_id", "event_date", "user_key", "anonymous_id")
         .localCheckpoint()
     )
-    done = Outcome("incremental")
-    found = moved.agg(F.count(F.lit(1)), F.count_distinct("anonymous_id"), F.collect_set("event_date")).head()
-    done.counts.update({"events_moved_to_another_person": found[0], "anonymous_ids_moved": found[1]})
-    rows = wh.read(EVENTS).where(F.col("event_date").isin(sorted(found[2]))).drop("user_key")
+    done, anonymous = Outcome("incremental"), set()
+    for row in moved.groupBy("event_date").agg(F.count(F.lit(1)), F.collect_set("anonymous_id")).collect():
+        done.days[row[0]] += row[1]
+        done.counts["events_moved_to_another_person"] += row[1]
+        done.counts[METRICS["update"]] += row[1]
+        anonymous.update(row[2])
+    done.counts["anonymous_ids_moved"] = len(anonymous)
+    rows = wh.read(EVENTS).where(F.col("event_date").isin(sorted(done.days))).drop("user_key")
     updates = rows.join(F.broadcast(moved.drop("anonymous_id")), ["message_id", "event_date"]).select(*EVENTS.columns)
     return (
         identity.stitch(written, persons)
@@ -130,14 +149,16 @@ def _apply_events(
     that reads the target only on the days whose stored rows change. With identities stitched, the events of
     the anonymous ids written (and of ``anonymous``) go to their persons in the same commit."""
     ops, done, stored_days = ops.localCheckpoint(), Outcome("incremental"), set()
-    if settings.stitch_identities:
-        ops, done = _stitched(wh, ops, anonymous)
-        ops = ops.localCheckpoint()
     for row in ops.groupBy("_op", "event_date").count().collect():
         done.counts[METRICS[row._op]] += row["count"]
         done.days[row.event_date] += row["count"]
         if row._op != "insert":
             stored_days.add(row.event_date)
+    if settings.stitch_identities:
+        ops, moved = _stitched(wh, ops, done.counts[METRICS["update"]] > 0, anonymous)
+        ops = ops.localCheckpoint()
+        done.add(moved)
+        stored_days.update(moved.days)
     if not stored_days:
         wh.append(EVENTS, ops, commit)
         return done
