@@ -29,6 +29,18 @@ def ev(at: datetime, user: str = "u1", **fields) -> dict:
     }
 
 
+def call(message_id: str, user_id: str | None, anonymous_id: str | None, at: datetime, **fields) -> dict:
+    """A kept event as the identity rules read it: its two ids, its raw ``user_key`` and its time."""
+    return {
+        "message_id": message_id,
+        "user_id": user_id,
+        "anonymous_id": anonymous_id,
+        "user_key": user_id or anonymous_id,
+        "timestamp": at,
+        **fields,
+    }
+
+
 def frame(spark: SparkSession, events: list[dict]) -> DataFrame:
     """Events as the ``events`` table holds them: the device class worked out from the user agent."""
     rows = []

@@ -12,7 +12,7 @@ from sessions_assets.engine.sessionize import sessionize
 from sessions_assets.engine.users import IDENTIFIED, USER_SCHEMA, users
 from sessions_assets.settings import Settings
 from sessions_assets_tests import reference
-from sessions_assets_tests.engine.events import ev, frame
+from sessions_assets_tests.engine.events import call, ev, frame
 from sessions_assets_tests.expected import oracle_rows, rows
 
 AT = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
@@ -21,14 +21,8 @@ SCHEMA = "message_id string, user_id string, anonymous_id string, user_key strin
 IDENTIFIED_SCHEMA = "user_key string, user_id string, anonymous_id string"
 
 
-def call(message_id: str, user_id: str | None, anonymous_id: str | None, minutes: int) -> dict:
-    return {
-        "message_id": message_id,
-        "user_id": user_id,
-        "anonymous_id": anonymous_id,
-        "user_key": user_id or anonymous_id,
-        "timestamp": AT + timedelta(minutes=minutes),
-    }
+def at(minutes: int) -> datetime:
+    return AT + timedelta(minutes=minutes)
 
 
 def stitched(spark, events: list[dict]) -> dict[str, str]:
@@ -38,12 +32,12 @@ def stitched(spark, events: list[dict]) -> dict[str, str]:
 
 def test_a_devices_anonymous_events_go_to_the_user_of_its_latest_link(spark):
     events = [
-        call("browse", None, "dev", 0),
-        call("cy-login", "cy", "dev", 5),
-        call("dee-login", "dee", "dev", 60),
-        call("later", None, "dev", 90),
-        call("backend", "cy", None, 100),
-        call("stranger", None, "other", 0),
+        call("browse", None, "dev", at(0)),
+        call("cy-login", "cy", "dev", at(5)),
+        call("dee-login", "dee", "dev", at(60)),
+        call("later", None, "dev", at(90)),
+        call("backend", "cy", None, at(100)),
+        call("stranger", None, "other", at(0)),
     ]
     assert stitched(spark, events) == {
         "browse": "dee",
@@ -56,7 +50,7 @@ def test_a_devices_anonymous_events_go_to_the_user_of_its_latest_link(spark):
 
 
 def test_links_at_the_same_moment_are_ordered_by_message_id(spark):
-    events = [call("m-2", "ann", "dev", 0), call("m-1", "bob", "dev", 0), call("browse", None, "dev", 9)]
+    events = [call("m-2", "ann", "dev", at(0)), call("m-1", "bob", "dev", at(0)), call("browse", None, "dev", at(9))]
     assert stitched(spark, events)["browse"] == "ann"
 
 
@@ -67,7 +61,7 @@ def calls(draw) -> list[dict]:
     for n in range(draw(st.integers(1, 12))):
         user = draw(st.sampled_from(["ann", "bob", "cat", None]))
         device = draw(st.sampled_from(["d1", "d2", "d3"] + ([None] if user else [])))
-        events.append(call(f"m{n}", user, device, draw(st.integers(0, 3))))
+        events.append(call(f"m{n}", user, device, at(draw(st.integers(0, 3)))))
     return events
 
 

@@ -13,6 +13,7 @@ from datetime import date, datetime, timedelta
 import pytest
 
 from sessions_assets_tests.cases import ACCEPTED, DROP, REJECTED, T, line
+from sessions_assets_tests.engine.events import call
 from sessions_assets_tests.reference import (
     Settings,
     accept_landing,
@@ -646,15 +647,8 @@ def test_a_copy_with_a_shifted_timestamp_is_kept_once_where_the_first_received_c
         assert [s["session_date"] for s in out["sessions"]] == [date(2024, 3, 10)]
 
 
-def _call(message_id: str, user_id: str | None, anonymous_id: str | None, at: str) -> dict:
-    return {
-        "message_id": message_id,
-        "user_id": user_id,
-        "anonymous_id": anonymous_id,
-        "user_key": user_id or anonymous_id,
-        "timestamp": T(at),
-        "type": "page",
-    }
+def _call(message_id: str, user_id: str | None, anonymous_id: str | None, moment: str) -> dict:
+    return call(message_id, user_id, anonymous_id, T(moment), type="page")
 
 
 def test_two_anonymous_sessions_become_the_users_sessions_1_and_2_once_the_login_is_known():

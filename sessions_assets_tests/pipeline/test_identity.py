@@ -14,8 +14,9 @@ from pyspark.sql import functions as F
 
 from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, SESSIONS, USERS
 from sessions_assets_tests import reference
+from sessions_assets_tests.arrivals import arrive_in_steps
 from sessions_assets_tests.expected import assert_tables_match_oracle
-from sessions_assets_tests.landing import landing_lines, segment, write_day
+from sessions_assets_tests.landing import landing_lines, segment
 
 pytestmark = pytest.mark.scenario
 
@@ -75,30 +76,12 @@ LATE = [
 ]
 
 
-def _run(root, settings, steps) -> None:
-    import dagster as dg
-
-    from sessions_assets.cli.runner import Runner
-
-    with dg.instance_for_test() as instance:
-        runner = Runner.on(instance, settings)
-        for step in steps:
-            for day, lines in step.items():
-                write_day(root, day, lines)
-            runner.process()
-
-
 @pytest.fixture(scope="module", params=["late_links_last", "late_links_first"])
 def arrived(request, spark, tmp_path_factory):
     """The warehouse after all four days, the late links last or first, and its data root."""
-    from sessions_assets.settings import Settings
-    from sessions_assets.warehouse.delta import Warehouse
-    from sessions_assets.warehouse.storage import Storage
-
     root = tmp_path_factory.mktemp(request.param) / "data"
     steps = [ON_TIME, {D4: LATE}] if request.param == "late_links_last" else [{D4: LATE}, ON_TIME]
-    _run(root, Settings(data_root=str(root)), steps)
-    return Warehouse(spark, Storage(str(root))), root
+    return arrive_in_steps(spark, root, steps), root
 
 
 def sessions_of(wh, person: str) -> list[tuple]:
@@ -166,33 +149,23 @@ def test_stitching_off_gives_one_user_per_userid_else_anonymousid_and_switching_
 
     from sessions_assets.cli.runner import Runner
     from sessions_assets.settings import Settings
-    from sessions_assets.warehouse.delta import Warehouse
-    from sessions_assets.warehouse.storage import Storage
 
     root = tmp_path / "data"
-    off, on = (Settings(data_root=str(root), stitch_identities=flag) for flag in (False, True))
-    _run(root, off, [ON_TIME, {D4: LATE}])
-    wh = Warehouse(spark, Storage(str(root)))
-    assert_tables_match_oracle(
-        wh, root, reference.recompute(landing_lines(root), reference.Settings(stitch_identities=False))
-    )
+    wh = arrive_in_steps(spark, root, [ON_TIME, {D4: LATE}], stitch_identities=False)
+    unstitched = reference.recompute(landing_lines(root), reference.Settings(stitch_identities=False))
+    assert_tables_match_oracle(wh, root, unstitched)
     assert {"dev-ana", "dev-bo", "dev-shared", "dev-fay"} <= persons(wh)
     assert sessions_of(wh, "ana") == [(1, "03-01 10:00", 2, D1)]
     with dg.instance_for_test() as instance:  # switched on: a repair of any day rebuilds events, the rest follows
-        Runner.on(instance, on).repair(D1, D1, {"events"})
+        Runner.on(instance, Settings(data_root=str(root))).repair(D1, D1, {"events"})
     assert_tables_match_oracle(wh, root)
 
 
 def test_a_received_day_ingested_again_with_its_login_on_another_device_unlinks_the_first(spark, tmp_path):
     root = tmp_path / "data"
-    from sessions_assets.settings import Settings
-    from sessions_assets.warehouse.delta import Warehouse
-    from sessions_assets.warehouse.storage import Storage
-
     browsing = [anonymous("p1", "dev-x", "2024-03-01 09:00"), anonymous("p2", "dev-why", "2024-03-01 09:05")]
     first = {D1: [*browsing, identify("i1", "una", "dev-x", "2024-03-01 09:10")]}
     again = {D1: [*browsing, identify("i1", "una", "dev-why", "2024-03-01 09:10")]}  # the same message, corrected
-    _run(root, Settings(data_root=str(root)), [first, again])
-    wh = Warehouse(spark, Storage(str(root)))
+    wh = arrive_in_steps(spark, root, [first, again])
     assert_tables_match_oracle(wh, root)
     assert persons(wh) == {"una", "dev-x"}

@@ -14,8 +14,9 @@ import pytest
 from pyspark.sql import functions as F
 
 from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, EVENTS, SESSIONS
+from sessions_assets_tests.arrivals import arrive_in_steps
 from sessions_assets_tests.expected import assert_tables_match_oracle
-from sessions_assets_tests.landing import segment, write_day
+from sessions_assets_tests.landing import segment
 
 pytestmark = pytest.mark.scenario
 
@@ -57,30 +58,12 @@ LATE = [
 ]
 
 
-def _process(runner, root, days: dict) -> None:
-    for day, lines in days.items():
-        write_day(root, day, lines)
-    runner.process()
-
-
 @pytest.fixture(scope="module", params=["late_day_last", "late_day_first"])
 def arrived(request, spark, tmp_path_factory):
     """The warehouse after all four days, the late one last or first, and its data root."""
-    import dagster as dg
-
-    from sessions_assets.cli.runner import Runner
-    from sessions_assets.settings import Settings
-    from sessions_assets.warehouse.delta import Warehouse
-    from sessions_assets.warehouse.storage import Storage
-
     root = tmp_path_factory.mktemp(request.param) / "data"
-    settings = Settings(data_root=str(root))
-    with dg.instance_for_test() as instance:
-        runner = Runner.on(instance, settings)
-        steps = [ON_TIME, {D4: LATE}] if request.param == "late_day_last" else [{D4: LATE}, ON_TIME]
-        for step in steps:
-            _process(runner, root, step)
-        yield Warehouse(spark, Storage(str(root))), root
+    steps = [ON_TIME, {D4: LATE}] if request.param == "late_day_last" else [{D4: LATE}, ON_TIME]
+    return arrive_in_steps(spark, root, steps), root
 
 
 def sessions_of(wh, user: str) -> list[tuple]:
