@@ -4,8 +4,9 @@ The Dagster partitions are days; the files are not. A received day is written on
 landing tables keep a partition per received day. ``events`` and ``sessions`` are partitioned by month,
 through a column Delta generates from the date, so a reader's filter on ``event_date`` or
 ``session_date`` prunes months by itself and file statistics skip the rest; a run that touches a hundred
-days of a late tail writes a file per month, not per day. ``sessions`` has deletion vectors: renumbering
-a late user's sessions marks a few rows instead of rewriting every file that holds one. The small tables
+days of a late tail writes a file per month, not per day. ``events`` and ``sessions`` have deletion vectors:
+a late link moving a device's events to a person, or renumbering a late user's sessions, marks a few rows
+instead of rewriting every file that holds one. The small tables
 are one file each, rewritten whole.
 """
 
@@ -93,7 +94,7 @@ EVENTS = Table(
     ),
     partition=_monthly("event_date"),
     sort_by=("event_date", "user_key", "timestamp"),
-    properties=(CHANGE_FEED,),
+    properties=(CHANGE_FEED, DELETION_VECTORS),
 )
 SESSIONS = Table(
     "sessions",
