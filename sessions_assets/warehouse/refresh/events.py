@@ -94,9 +94,10 @@ def _corrections(wh: Warehouse, hashes: DataFrame, raw_version: int) -> DataFram
 def _stitched(wh: Warehouse, ops: DataFrame, replaces: bool, also: DataFrame | None) -> tuple[DataFrame, Outcome]:
     """``ops`` with each written event's person, and the stored events that change person as updates.
 
-    The anonymous ids of ``ops`` (those of the rows they replace when ``replaces``, and ``also``) are looked up in one scan of narrow columns of ``events``: with
-    the links ``ops`` write, that is every link of those ids, so each id's person is decided afresh. Stored
-    anonymous events of those ids whose person is not that one move to it, on whatever day they are."""
+    The anonymous ids of ``ops`` (with those of the rows they replace when ``replaces``, and ``also``) are
+    looked up in one scan of narrow columns of ``events``: with the links ``ops`` write, that is every link of
+    those ids, so each id's person is decided afresh. Stored anonymous events of those ids whose person is not
+    that one move to it, on whatever day they are."""
     ids = ops.select("anonymous_id")
     if replaces:  # a row replaced on its day may have carried another anonymous id: its person is decided too
         hashes = F.broadcast(ops.where("_op = 'update'").select("message_hash", "message_id"))
