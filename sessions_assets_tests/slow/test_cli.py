@@ -111,7 +111,7 @@ def test_repair_of_a_day_whose_sessions_were_lost_leaves_every_table_equal_to_th
     assert repair.returncode == 0, repair.stdout + repair.stderr[-3000:]
     [line] = repair.stdout.splitlines()
     steps = [part.split(" (")[0] for part in line.removeprefix("- refresh: ").split("; ")]
-    assert steps == ["events repaired", "sessions repaired", "daily_snapshot repaired"], line
+    assert steps == ["events repaired", "sessions repaired", "users repaired", "daily_snapshot repaired"], line
     assert_tables_match_oracle(Warehouse(spark, Storage(str(root))), root)
 
 
@@ -122,7 +122,7 @@ def test_repair_of_a_day_whose_sessions_were_lost_leaves_every_table_equal_to_th
         (["repair", "--data-root", "{root}", "--from", "not-a-day"], "'not-a-day' is not a day (YYYY-MM-DD)"),
         (
             ["repair", "--data-root", "{root}", "--from", "2024-03-01", "--tables", "bogus"],
-            "--tables takes events, sessions, daily_snapshot",
+            "--tables takes events, sessions, users, daily_snapshot",
         ),
     ],
     ids=["run_without_a_data_root", "repair_from_not_a_day", "repair_bogus_tables"],
