@@ -49,20 +49,12 @@ class Step:
 
 
 class Runner:
-    """The project's definitions with the given resources, run in-process against ``instance``."""
+    """The project's definitions, run in-process against ``instance`` with the given resources."""
 
     def __init__(self, instance: dg.DagsterInstance, resources: dict):
         self.instance = instance
-        loaded = definitions.defs()
-        self.defs = dg.Definitions(
-            assets=loaded.assets,
-            asset_checks=loaded.asset_checks,
-            jobs=loaded.jobs,
-            sensors=loaded.sensors,
-            schedules=loaded.schedules,
-            executor=loaded.executor,
-            resources=resources,
-        )
+        self.defs = definitions.defs()  # as deployed; each run is given ``resources`` in place of its own
+        self.resources = resources
         self.storage = Storage(resources["pipeline"].data_root)
 
     @classmethod
@@ -72,7 +64,11 @@ class Runner:
 
     def _execute(self, job: str, partitions: dict, run_config: dict | None = None) -> Step:
         result = self.defs.resolve_job_def(job).execute_in_process(
-            instance=self.instance, run_config={**QUIET, **(run_config or {})}, raise_on_error=False, **partitions
+            instance=self.instance,
+            run_config={**QUIET, **(run_config or {})},
+            resources=self.resources,
+            raise_on_error=False,
+            **partitions,
         )
         if not result.success:
             failures = [e for e in result.all_events if e.is_step_failure]

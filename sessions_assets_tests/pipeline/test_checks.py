@@ -25,7 +25,8 @@ LINES = [
 
 
 def evaluations(runner) -> dict[str, bool]:
-    result = runner.defs.resolve_job_def("checks_job").execute_in_process(instance=runner.instance)
+    job = runner.defs.resolve_job_def("checks_job")
+    result = job.execute_in_process(instance=runner.instance, resources=runner.resources)
     return {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
 
 
@@ -50,7 +51,7 @@ def test_each_check_fails_on_the_table_that_breaks_it(runner, data_root):
         "snapshot_counts_every_user": True,
         "users_one_row_per_person": True,
     }
-    wh = runner.defs.resources["pipeline"].warehouse(runner.defs.resources["spark"])
+    wh = runner.resources["pipeline"].warehouse(runner.resources["spark"])
     written = wh.read(SESSIONS).where(F.col("user_key").isin("ann", "cat")).localCheckpoint()
     assert numbering(wh, written) == (2, 0)
 

@@ -82,5 +82,5 @@ def test_a_day_that_gains_a_file_and_then_loses_lines_ends_as_if_read_once(runne
 
 def runner_wh(runner):
     """The warehouse the runner's resources point at."""
-    resources = runner.defs.resources
+    resources = runner.resources
     return resources["pipeline"].warehouse(resources["spark"])

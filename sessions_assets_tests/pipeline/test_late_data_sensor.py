@@ -23,7 +23,7 @@ def test_a_new_instance_over_the_warehouse_asks_for_nothing_already_done(runner,
     write_day(data_root, R, [segment("a", "u1", f"{A} 10:00", f"{R} 08:00")])
     runner.process()
     with dg.instance_for_test() as fresh:
-        again = Runner(fresh, runner.defs.resources)
+        again = Runner(fresh, runner.resources)
         assert not tick(landing_sensor, again, data_root).run_requests
         assert isinstance(tick(late_data_sensor, again, data_root), dg.SkipReason)
 
@@ -58,4 +58,4 @@ def test_a_day_of_rejects_only_calls_for_a_refresh_that_moves_the_snapshot_horiz
     assert due is not None and isinstance(tick(late_data_sensor, runner, data_root), dg.RunRequest)
     runner.refresh(due)
     assert planning.backlog(Storage(str(data_root))) is None
-    assert_tables_match_oracle(runner.defs.resources["pipeline"].warehouse(runner.defs.resources["spark"]), data_root)
+    assert_tables_match_oracle(runner.resources["pipeline"].warehouse(runner.resources["spark"]), data_root)

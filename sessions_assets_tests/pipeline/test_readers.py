@@ -35,7 +35,7 @@ def test_every_table_reads_the_same_with_deltalake_as_with_spark(runner, data_ro
         for folder in batch:
             shutil.copytree(folder, data_root / "landing" / folder.name)
         runner.process()
-    wh = runner.defs.resources["pipeline"].warehouse(runner.defs.resources["spark"])
+    wh = runner.resources["pipeline"].warehouse(runner.resources["spark"])
     log = (data_root / "warehouse" / SESSIONS.name / "_delta_log").glob("*.json")
     assert any('"deletionVector":{' in commit.read_text() for commit in log), "no deletion vector to read past"
 
