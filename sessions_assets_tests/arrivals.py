@@ -1,25 +1,35 @@
-"""Received days arriving in steps, each step processed the way ``sessions-assets run`` does."""
+"""The project's jobs on a test instance, and received days arriving in steps through them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
 
 from sessions_assets_tests.landing import write_day
 
 
-def arrive_in_steps(spark, root: Path, steps: list[dict[date, list[str]]], **settings):
-    """Write each step's received days (day -> lines) into the landing zone and run what is due, with the
-    pipeline's settings (``settings`` overriding them); returns the warehouse."""
+@contextmanager
+def running(root: Path, **settings) -> Iterator:
+    """A ``Runner`` of the project's jobs on a fresh test instance over the data root ``root``, with the
+    pipeline's settings (``settings`` overriding them): what ``sessions-assets run`` drives."""
     import dagster as dg
 
     from sessions_assets.cli.runner import Runner
     from sessions_assets.settings import Settings
+
+    with dg.instance_for_test() as instance:
+        yield Runner.on(instance, Settings(data_root=str(root), **settings))
+
+
+def arrive_in_steps(spark, root: Path, steps: list[dict[date, list[str]]], **settings):
+    """Write each step's received days (day -> lines) into the landing zone and run what is due (with
+    ``settings``); returns the warehouse."""
     from sessions_assets.warehouse.delta import Warehouse
     from sessions_assets.warehouse.storage import Storage
 
-    with dg.instance_for_test() as instance:
-        runner = Runner.on(instance, Settings(data_root=str(root), **settings))
+    with running(root, **settings) as runner:
         for step in steps:
             for day, lines in step.items():
                 write_day(root, day, lines)

@@ -58,11 +58,9 @@ def warehouse(spark, settings):
 
 
 @pytest.fixture
-def runner(spark, settings):
+def runner(spark, data_root):
     """The project's jobs run in-process against a test instance (what ``sessions-assets run`` does)."""
-    import dagster as dg
+    from sessions_assets_tests.arrivals import running
 
-    from sessions_assets.cli.runner import Runner
-
-    with dg.instance_for_test() as instance:
-        yield Runner.on(instance, settings)
+    with running(data_root) as runner:
+        yield runner

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, SESSIONS, USERS
 from sessions_assets_tests import reference
-from sessions_assets_tests.arrivals import arrive_in_steps
+from sessions_assets_tests.arrivals import arrive_in_steps, running
 from sessions_assets_tests.expected import assert_tables_match_oracle
 from sessions_assets_tests.landing import landing_lines, segment
 
@@ -145,19 +145,14 @@ def test_a_visitor_never_identified_is_a_person_of_its_own(arrived):
 
 
 def test_stitching_off_gives_one_user_per_userid_else_anonymousid_and_switching_back_rebuilds(spark, tmp_path):
-    import dagster as dg
-
-    from sessions_assets.cli.runner import Runner
-    from sessions_assets.settings import Settings
-
     root = tmp_path / "data"
     wh = arrive_in_steps(spark, root, [ON_TIME, {D4: LATE}], stitch_identities=False)
     unstitched = reference.recompute(landing_lines(root), reference.Settings(stitch_identities=False))
     assert_tables_match_oracle(wh, root, unstitched)
     assert {"dev-ana", "dev-bo", "dev-shared", "dev-fay"} <= persons(wh)
     assert sessions_of(wh, "ana") == [(1, "03-01 10:00", 2, D1)]
-    with dg.instance_for_test() as instance:  # switched on: a repair of any day rebuilds events, the rest follows
-        Runner.on(instance, Settings(data_root=str(root))).repair(D1, D1, {"events"})
+    with running(root) as runner:  # switched on: a repair of any day rebuilds events, the rest follows
+        runner.repair(D1, D1, {"events"})
     assert_tables_match_oracle(wh, root)
 
 

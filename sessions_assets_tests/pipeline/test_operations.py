@@ -10,9 +10,10 @@ from sessions_assets.settings import Settings
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import ALL, EVENTS, SESSIONS
 from sessions_assets_tests import reference
+from sessions_assets_tests.arrivals import running
 from sessions_assets_tests.expected import assert_tables_match_oracle
 from sessions_assets_tests.landing import landing_lines, write_day
-from sessions_assets_tests.pipeline.test_late_events import D1, D4, LATE, ON_TIME
+from sessions_assets_tests.late_days import D1, D4, LATE, ON_TIME
 
 pytestmark = pytest.mark.scenario
 
@@ -20,13 +21,8 @@ pytestmark = pytest.mark.scenario
 @pytest.fixture(scope="module")
 def operated(spark, tmp_path_factory):
     """The on-time days processed one at a time (several small files a month), and the instance."""
-    import dagster as dg
-
-    from sessions_assets.cli.runner import Runner
-
     root = tmp_path_factory.mktemp("operated") / "data"
-    with dg.instance_for_test() as instance:
-        runner = Runner.on(instance, Settings(data_root=str(root)))
+    with running(root) as runner:
         for day, lines in ON_TIME.items():
             write_day(root, day, lines)
             runner.process()
@@ -34,7 +30,7 @@ def operated(spark, tmp_path_factory):
 
 
 def _warehouse(runner):
-    resources = runner.defs.resources
+    resources = runner.resources
     return resources["pipeline"].warehouse(resources["spark"])
 
 
