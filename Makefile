@@ -49,8 +49,9 @@ lint: setup
 test: lint
 	$(PYTEST) -m "not s3"
 
+# The inner loop: half the property tests' examples (sessions_assets_tests/budget.py); `make test` draws them all.
 test-fast: lint
-	$(PYTEST) -m "not slow and not scenario and not s3"
+	SESSIONS_SOAK=0.5 $(PYTEST) -m "not slow and not scenario and not s3"
 
 test-s3: setup
 	$(BIN)/python -m pip install --quiet -e ".[test,s3]"

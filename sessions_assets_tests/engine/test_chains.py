@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,7 @@ from sessions_assets.engine import chains
 from sessions_assets.engine.sessionize import SESSION_COLUMNS, SESSIONIZED, sessionize
 from sessions_assets.settings import Settings
 from sessions_assets_tests import reference
+from sessions_assets_tests.budget import examples
 from sessions_assets_tests.engine.events import BASE, ev, frame, streams
 from sessions_assets_tests.expected import as_utc, assert_same, oracle_rows
 
@@ -97,7 +99,8 @@ def changes(draw):
     return old, added, removed
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.property
+@settings(max_examples=examples(6), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(change=changes())
 def test_random_additions_and_removals(spark, change):
     assert_like_a_full_recompute(spark, *change)

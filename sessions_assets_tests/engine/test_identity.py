@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -12,6 +13,7 @@ from sessions_assets.engine.sessionize import sessionize
 from sessions_assets.engine.users import IDENTIFIED, USER_SCHEMA, users
 from sessions_assets.settings import Settings
 from sessions_assets_tests import reference
+from sessions_assets_tests.budget import examples
 from sessions_assets_tests.engine.events import call, ev, frame
 from sessions_assets_tests.expected import oracle_rows, rows
 
@@ -65,13 +67,15 @@ def calls(draw) -> list[dict]:
     return events
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.property
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(events=calls())
 def test_persons_equal_the_oracles_for_any_calls(spark, events):
     assert stitched(spark, events) == {e["message_id"]: e["user_key"] for e in reference.stitch(events)}
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.property
+@settings(max_examples=examples(6), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(events=calls(), paths=st.lists(st.sampled_from(["/", "/a", None]), min_size=12, max_size=12))
 def test_users_equal_the_oracles(spark, events, paths):
     events = [

@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from sessions_assets.engine import lifecycle
 from sessions_assets.settings import Settings
 from sessions_assets_tests import reference
+from sessions_assets_tests.budget import examples
 from sessions_assets_tests.expected import SNAPSHOT_COLUMNS, assert_same, oracle_rows, rows
 
 DAY0 = date(2024, 1, 1)
@@ -60,7 +61,8 @@ def test_the_snapshot_equals_the_oracles_walk(spark, pairs, horizon, config):
 users_days = st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 60)), min_size=1, max_size=25)
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.property
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(before=users_days, after=users_days, horizon=st.integers(0, 90))
 def test_a_correction_by_difference_equals_a_recount(spark, before, after, horizon):
     """Totals of the old session days, plus the difference the changed users make (a +1 and a -1

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from sessions_assets.engine.sessionize import SESSION_COLUMNS, sessionize
 from sessions_assets.settings import Settings
 from sessions_assets_tests import reference
+from sessions_assets_tests.budget import examples
 from sessions_assets_tests.engine.events import BASE, ev, frame, streams
 from sessions_assets_tests.expected import assert_same, oracle_rows, rows
 from sessions_assets_tests.landing import PHONE, ts
@@ -66,7 +67,8 @@ def test_attributes_and_numbers(spark):
     assert_like_the_oracle(spark, events)
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.property
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(events=streams())
 def test_random_streams(spark, events):
     assert_like_the_oracle(spark, events)

@@ -11,7 +11,6 @@ again. Every table must then equal the oracle's recompute from all landing lines
 from __future__ import annotations
 
 import itertools
-import os
 import tempfile
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
@@ -22,6 +21,8 @@ from hypothesis import strategies as st
 
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.storage import Storage
+from sessions_assets_tests.arrivals import running
+from sessions_assets_tests.budget import examples
 from sessions_assets_tests.expected import assert_tables_match_oracle
 from sessions_assets_tests.landing import DESKTOP, PHONE, segment, write_day
 
@@ -42,7 +43,6 @@ USERS = {
     "eli": {"agent": DESKTOP, "anonymousId": "shared"},
 }
 SHIFTS = (3, -7, 90, -90, 1200, -1200)  # seconds a retried request's timestamp is off by
-SOAK = float(os.environ.get("SESSIONS_SOAK", "1"))
 
 
 def midnight(day: date) -> datetime:
@@ -130,7 +130,7 @@ def arrive(runner, root: Path, zone: dict[date, list[str]], step: tuple[str, tup
 
 
 @settings(
-    max_examples=int(2 * SOAK),
+    max_examples=examples(2),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
     # No shrinking: each example runs the pipeline for most of a minute; the failing one is printed whole.
@@ -138,15 +138,9 @@ def arrive(runner, root: Path, zone: dict[date, list[str]], step: tuple[str, tup
 )
 @given(zone=landing_zones(), steps=arrivals())
 def test_any_arrival_order_with_a_day_ingested_twice_equals_a_full_recompute(spark, zone, steps):
-    import dagster as dg
-
-    from sessions_assets.cli.runner import Runner
-    from sessions_assets.settings import Settings
-
-    with tempfile.TemporaryDirectory(prefix="arrival-") as work, dg.instance_for_test() as instance:
+    with tempfile.TemporaryDirectory(prefix="arrival-") as work, running(Path(work) / "data") as runner:
         root = Path(work) / "data"
         (root / "landing").mkdir(parents=True)
-        runner = Runner.on(instance, Settings(data_root=str(root)))
         for step in steps:
             arrive(runner, root, zone, step)
         if steps[-1][0] == "again":
