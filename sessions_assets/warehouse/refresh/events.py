@@ -40,11 +40,11 @@ def refresh_events(wh: Warehouse, settings: Settings, repair: tuple[date, date] 
             change = _arrivals(wh, feed.where(F.col("_change_type") == "insert").drop("_change_type"))
         done.add(_apply_events(wh, change, Commit(at.commit.note | stitched, at.commit.txn), settings))
     if repair is not None:
-        first, last = repair
-        stored = wh.read(EVENTS).where(F.col("event_date").between(first, last)).select("message_hash")
-        copies = wh.read(RAW_EVENTS).where(F.col("event_date").between(first, last)).select("message_hash")
-        corrections = _corrections(wh, stored.union(copies).distinct(), wh.version(RAW_EVENTS))
-        anonymous = wh.read(EVENTS).where(F.col("event_date").between(first, last)).select("anonymous_id")
+        on_repaired_days = F.col("event_date").between(*repair)
+        stored = wh.read(EVENTS).where(on_repaired_days).select("message_hash", "anonymous_id").localCheckpoint()
+        copies = wh.read(RAW_EVENTS).where(on_repaired_days).select("message_hash")
+        corrections = _corrections(wh, stored.select("message_hash").union(copies).distinct(), wh.version(RAW_EVENTS))
+        anonymous = stored.select("anonymous_id")  # their persons are decided afresh too
         done.add(_apply_events(wh, corrections, repair_commit(repair), settings, anonymous))
         done.how = "repaired"
     return done

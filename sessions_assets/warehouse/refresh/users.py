@@ -16,6 +16,8 @@ from sessions_assets.warehouse.delta import Commit, Warehouse
 from sessions_assets.warehouse.refresh.outcome import Outcome
 from sessions_assets.warehouse.tables import EVENTS, SESSIONS, USERS
 
+REBUILD = "rebuild"  # a feed whose changes are unknown: the table is rebuilt whole
+
 
 def refresh_users(wh: Warehouse, repair: bool = False) -> Outcome:
     """Recompute the persons the sessions and events changed since the last run touch (``repair``: all)."""
@@ -34,9 +36,6 @@ def refresh_users(wh: Warehouse, repair: bool = False) -> Outcome:
     done = Outcome("incremental", at[0].latest)
     done.counts.update(_write_persons(wh, persons.distinct().localCheckpoint(), [p.latest for p in at], commit))
     return done
-
-
-REBUILD = "rebuild"
 
 
 def _feed(wh: Warehouse, at: ledger.Position) -> DataFrame | str | None:
