@@ -283,6 +283,27 @@ class Warehouse:
             merge.execute()
 
     @contextmanager
+    def compiled(self, large: bool) -> Iterator[None]:
+        """While ``large``, Spark compiles query plans to Java (whole-stage code generation): the session runs them
+        interpreted (``defs/resources.py``), cheaper for the small queries of a day's refresh, while a large
+        input's parsing runs about a third faster compiled."""
+        if not large:
+            yield
+            return
+        settings = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+        before = {key: self.spark.conf.get(key, None) for key in settings}
+        for key, value in settings.items():
+            self.spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key, value in before.items():
+                if value is None:
+                    self.spark.conf.unset(key)
+                else:
+                    self.spark.conf.set(key, value)
+
+    @contextmanager
     def _session_commit(self, commit: Commit) -> Iterator[None]:
         """A ``MERGE`` takes its note and transaction from the session's configuration, for its one commit."""
         settings = {}
