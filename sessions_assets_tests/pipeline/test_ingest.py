@@ -96,8 +96,15 @@ def test_a_large_ingest_runs_compiled_and_writes_the_same_rows(runner, data_root
     def landed() -> dict[str, list[tuple]]:
         return {t.name: sorted(map(tuple, wh.read(t).collect())) for t in (RAW_EVENTS, REJECTED_EVENTS)}
 
-    interpreted = landed()
+    interpreted, session = landed(), wh.spark.conf.get("spark.sql.codegen.wholeStage")
+    seen, replace_days = [], ingest._replace_days
+
+    def watched(wh, *args):  # the ingest's setting while it judges and writes the lines
+        seen.append(wh.spark.conf.get("spark.sql.codegen.wholeStage"))
+        return replace_days(wh, *args)
+
+    monkeypatch.setattr(ingest, "_replace_days", watched)
     monkeypatch.setattr(ingest, "COMPILED_FROM_LINES", 1)  # this day counts as large: the same day again, compiled
     runner.ingest(DAY)
+    assert seen == ["true"] and wh.spark.conf.get("spark.sql.codegen.wholeStage") == session
     assert landed() == interpreted and len(interpreted["raw_events"]) == 31
-    assert wh.spark.conf.get("spark.sql.codegen.wholeStage") == "false"  # the session is interpreted again after it
