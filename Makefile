@@ -17,9 +17,9 @@ export DAGSTER_HOME ?= $(SESSIONS_DATA_ROOT)/dagster_home
 # Delta's jars, fetched once here and read from disk by every Spark start (sessions_assets/warehouse/jars.py).
 JARS := $(VENV)/share/sessions-assets/jars/packages.txt
 # Test workers, one test file each at a time, so module fixtures stay in one worker: one per core (a third on two
-# cores made the suite slower). Files go to the workers in the order the suite's conftest sorts them, longest first.
+# cores made the suite slower).
 TEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: setup demo lint test test-fast test-s3 soak dev bench clean
 

@@ -64,12 +64,3 @@ def runner(spark, data_root):
 
     with running(data_root) as runner:
         yield runner
-
-
-def pytest_collection_modifyitems(items):
-    """The longest files first: the slow tier's, then the scenarios, then the rest. The test workers take whole
-    files in this order (``--dist loadfile``), so they finish together rather than one waiting on a long file
-    started last."""
-    items.sort(
-        key=lambda item: 0 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("scenario") else 2
-    )
