@@ -13,7 +13,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
 from delta.tables import DeltaMergeBuilder, DeltaTable
@@ -282,15 +282,28 @@ class Warehouse:
         with self._session_commit(commit):
             merge.execute()
 
-    @contextmanager
-    def compiled(self, large: bool) -> Iterator[None]:
+    def compiled(self, large: bool) -> AbstractContextManager:
         """While ``large``, Spark compiles query plans to Java (whole-stage code generation): the session runs them
         interpreted (``defs/resources.py``), cheaper for the small queries of a day's refresh, while a large
         input's parsing runs about a fifth faster compiled."""
         if not large:
-            yield
-            return
-        settings = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+            return nullcontext()
+        return self._session_settings(
+            {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+        )
+
+    def _session_commit(self, commit: Commit) -> AbstractContextManager:
+        """A ``MERGE`` takes its note and transaction from the session's configuration, for its one commit."""
+        settings = {}
+        if commit.note is not None:
+            settings[USER_METADATA] = json.dumps(commit.note, sort_keys=True)
+        if commit.txn is not None:
+            settings.update({TXN_APP_ID: commit.txn[0], TXN_VERSION: str(commit.txn[1])})
+        return self._session_settings(settings)
+
+    @contextmanager
+    def _session_settings(self, settings: dict[str, str]) -> Iterator[None]:
+        """The session's configuration with ``settings`` for the block, then as it was."""
         before = {key: self.spark.conf.get(key, None) for key in settings}
         for key, value in settings.items():
             self.spark.conf.set(key, value)
@@ -302,19 +315,3 @@ class Warehouse:
                     self.spark.conf.unset(key)
                 else:
                     self.spark.conf.set(key, value)
-
-    @contextmanager
-    def _session_commit(self, commit: Commit) -> Iterator[None]:
-        """A ``MERGE`` takes its note and transaction from the session's configuration, for its one commit."""
-        settings = {}
-        if commit.note is not None:
-            settings[USER_METADATA] = json.dumps(commit.note, sort_keys=True)
-        if commit.txn is not None:
-            settings.update({TXN_APP_ID: commit.txn[0], TXN_VERSION: str(commit.txn[1])})
-        for key, value in settings.items():
-            self.spark.conf.set(key, value)
-        try:
-            yield
-        finally:
-            for key in settings:
-                self.spark.conf.unset(key)
