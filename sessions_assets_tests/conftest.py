@@ -25,6 +25,24 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("dev", print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
+SLOW_TIER = "sessions_assets_tests/slow/"
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``--dist loadfile`` the slow tier counts as one file: a worker runs its tests one after the other.
+    Each starts several processes (``dg dev`` and its runs, a Spark cluster, CLI runs), and two of them side by
+    side on two cores slowed each other more than they took in turn."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileOrSlowTier(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::")[0]
+            return SLOW_TIER if path.startswith(SLOW_TIER) else path
+
+    return FileOrSlowTier(config, log)
+
 
 @pytest.fixture(scope="session")
 def spark():
