@@ -12,14 +12,15 @@ from sessions_assets_tests.landing import write_day
 
 @contextmanager
 def running(root: Path, **settings) -> Iterator:
-    """A ``Runner`` of the project's jobs on a fresh test instance over the data root ``root``, with the
-    pipeline's settings (``settings`` overriding them): what ``sessions-assets run`` drives."""
+    """A ``Runner`` of the project's jobs on a fresh in-memory instance over the data root ``root``, with the
+    pipeline's settings (``settings`` overriding them): what ``sessions-assets run`` drives. In memory, a run's
+    few hundred events cost no file-backed database commits."""
     import dagster as dg
 
     from sessions_assets.cli.runner import Runner
     from sessions_assets.settings import Settings
 
-    with dg.instance_for_test() as instance:
+    with dg.DagsterInstance.ephemeral() as instance:
         yield Runner.on(instance, Settings(data_root=str(root), **settings))
 
 

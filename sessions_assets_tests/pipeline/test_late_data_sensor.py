@@ -22,7 +22,7 @@ R = date(2024, 3, 14)  # the received day that brings them
 def test_a_new_instance_over_the_warehouse_asks_for_nothing_already_done(runner, data_root):
     write_day(data_root, R, [segment("a", "u1", f"{A} 10:00", f"{R} 08:00")])
     runner.process()
-    with dg.instance_for_test() as fresh:
+    with dg.DagsterInstance.ephemeral() as fresh:
         again = Runner(fresh, runner.resources)
         assert not tick(landing_sensor, again, data_root).run_requests
         assert isinstance(tick(late_data_sensor, again, data_root), dg.SkipReason)
