@@ -28,6 +28,7 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 SLOW_TIER = "sessions_assets_tests/slow/"
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """Under ``--dist loadfile`` the slow tier counts as one file: a worker runs its tests one after the other.
     Each starts several processes (``dg dev`` and its runs, a Spark cluster, CLI runs), and two of them side by
