@@ -84,27 +84,3 @@ def runner_wh(runner):
     """The warehouse the runner's resources point at."""
     resources = runner.resources
     return resources["pipeline"].warehouse(resources["spark"])
-
-
-def test_a_large_ingest_runs_compiled_and_writes_the_same_rows(runner, data_root, monkeypatch):
-    from sessions_assets.warehouse import ingest
-
-    write_day(data_root, DAY, [*lines("ok", 30), "{not json", segment("late", "u2", "2023-01-01 10:00")])
-    runner.ingest(DAY)
-    wh = runner_wh(runner)
-
-    def landed() -> dict[str, list[tuple]]:
-        return {t.name: sorted(map(tuple, wh.read(t).collect())) for t in (RAW_EVENTS, REJECTED_EVENTS)}
-
-    interpreted, session = landed(), wh.spark.conf.get("spark.sql.codegen.wholeStage")
-    seen, replace_days = [], ingest._replace_days
-
-    def watched(wh, *args):  # the ingest's setting while it judges and writes the lines
-        seen.append(wh.spark.conf.get("spark.sql.codegen.wholeStage"))
-        return replace_days(wh, *args)
-
-    monkeypatch.setattr(ingest, "_replace_days", watched)
-    monkeypatch.setattr(ingest, "COMPILED_FROM_LINES", 1)  # this day counts as large: the same day again, compiled
-    runner.ingest(DAY)
-    assert seen == ["true"] and wh.spark.conf.get("spark.sql.codegen.wholeStage") == session
-    assert landed() == interpreted and len(interpreted["raw_events"]) == 31

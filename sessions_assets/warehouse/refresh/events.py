@@ -155,14 +155,21 @@ def _apply_events(
         done.days[row.event_date] += row["count"]
         if row._op != "insert":
             stored_days.add(row.event_date)
-    if settings.stitch_identities:
-        ops, moved = _stitched(wh, ops, done.counts[METRICS["update"]] > 0, anonymous)
-        ops = ops.localCheckpoint()
-        done.add(moved)
-        stored_days.update(moved.days)
+    with wh.compiled(sum(done.days.values())):  # a day of many events: its stitching and write run compiled
+        if settings.stitch_identities:
+            ops, moved = _stitched(wh, ops, done.counts[METRICS["update"]] > 0, anonymous)
+            ops = ops.localCheckpoint()
+            done.add(moved)
+            stored_days.update(moved.days)
+        _write(wh, ops, stored_days, commit)
+    return done
+
+
+def _write(wh: Warehouse, ops: DataFrame, stored_days: set[date], commit: Commit) -> None:
+    """An append when no stored row changes, else one ``MERGE`` that reads the target on ``stored_days`` only."""
     if not stored_days:
         wh.append(EVENTS, ops, commit)
-        return done
+        return
     values = {c: f"s.{c}" for c in EVENTS.columns}
     wh.merge(
         EVENTS,
@@ -175,4 +182,3 @@ def _apply_events(
         ),
         commit,
     )
-    return done
