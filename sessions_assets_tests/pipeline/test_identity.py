@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from sessions_assets.warehouse import delta
 from sessions_assets.warehouse.delta import Warehouse
-from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, SESSIONS, USERS
+from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, REJECTED_EVENTS, SESSIONS, USERS
 from sessions_assets_tests import reference
 from sessions_assets_tests.arrivals import arrive_in_steps, running
 from sessions_assets_tests.expected import assert_tables_match_oracle
@@ -184,7 +184,11 @@ def test_large_inputs_run_compiled_and_build_the_same_tables(spark, tmp_path, mo
     for name in writes:
         monkeypatch.setattr(Warehouse, name, watching(name))
     root = tmp_path / "data"
-    wh = arrive_in_steps(spark, root, [ON_TIME, {D4: LATE}])  # the late links move stored events: a MERGE
-    assert {("raw_events", "true"), ("events", "true"), ("sessions", "false")} <= set(seen)
+    # Judged compiled too: malformed JSON, content after the object, a timestamp too long before its receivedAt.
+    rejected = ["{not json", '{"a": 1}}', segment("old", "zed", "2022-01-01 10:00", "2024-03-01 08:00")]
+    on_time = {**ON_TIME, D1: [*ON_TIME[D1], *rejected]}
+    wh = arrive_in_steps(spark, root, [on_time, {D4: LATE}])  # the late links move stored events: a MERGE
+    assert {("raw_events", "true"), ("rejected_events", "true"), ("events", "true"), ("sessions", "false")} <= set(seen)
+    assert wh.read(REJECTED_EVENTS).count() == len(rejected)
     assert wh.spark.conf.get("spark.sql.codegen.wholeStage") == "false"
     assert_tables_match_oracle(wh, root)
