@@ -2,6 +2,7 @@
 
     python benchmarks/incremental.py --history 30 180 --events-per-day 5000
     python benchmarks/incremental.py --small-day        # ~800 events after 7 days, incremental timed 3 times
+    python benchmarks/incremental.py --history 180 --events-per-day 100000 --baselines   # none: hours saved
 
 For each H: generate H + 1 received days of Segment events (~90 % within a minute, ~7 % within 3 days, ~3 %
 up to 180 days late; ~1 % re-delivered, some stamped across midnight; a few broken lines; ~4 % of anonymous
@@ -87,14 +88,16 @@ def generate(root: Path, days: list[date], per_day: int, seed: int) -> Counter:
     rng = random.Random(seed)
     devices = [*AGENTS, *AGENTS, *APPS]
     visitors = [Visitor(f"user-{i:05d}", rng.random() < 0.15, rng.choice(devices)) for i in range(per_day // 4 + 10)]
-    lines: dict[date, list[str]] = {day: [] for day in days}
-    kinds = Counter()
+    files, kinds = {}, Counter()
+    for day in days:  # written as generated: a long history does not fit in memory
+        folder = root / "landing" / f"received_date={day}"
+        folder.mkdir(parents=True, exist_ok=True)
+        files[day] = (folder / "part-0000.jsonl").open("w")
 
     def deliver(message: dict, received: datetime, kind: str) -> None:
-        if received.date() in lines:
-            lines[received.date()].append(
-                json.dumps({**message, "receivedAt": received.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"})
-            )
+        if received.date() in files:
+            stamp = received.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+            files[received.date()].write(json.dumps({**message, "receivedAt": stamp}) + "\n")
             kinds[kind] += 1
 
     for day in days:
@@ -117,12 +120,10 @@ def generate(root: Path, days: list[date], per_day: int, seed: int) -> Counter:
                     segment_redeliver(rng, message, at, received, deliver)
                 at, made = at + timedelta(seconds=rng.expovariate(1 / 120)), made + 1
         for kind, line in segment_broken_lines(rng, start + timedelta(hours=12)):
-            lines[day].append(line)
+            files[day].write(line + "\n")
             kinds[kind] += 1
-    for day, day_lines in lines.items():
-        folder = root / "landing" / f"received_date={day}"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "part-0000.jsonl").write_text("".join(line + "\n" for line in day_lines))
+    for file in files.values():
+        file.close()
     return kinds
 
 
@@ -316,12 +317,12 @@ def bench(spark, args, history: int, per_day: int, repeat: int, mode: str) -> di
     """The case's history and what each method measured on it."""
     base, day, phases = prepare(args.workdir, history, per_day, args.seed, args.reuse_history)
     run_method(spark, "incremental", copy_of(base, "warmup"), day, history, Measurement())
-    methods = {"incremental": Measurement(), "full_rebuild": Measurement(), **{b: Measurement() for b in BASELINES}}
+    methods = {method: Measurement() for method in ("incremental", "full_rebuild", *args.baselines)}
     for method, m in methods.items():
         for _ in range(repeat if method == "incremental" else 1):
             run_method(spark, method, copy_of(base, method), day, history, m)
             print(f"  {method:16s} {m.wall_s[-1]:7.1f}s  {m.steps_s[-1]}  load {m.load[-1]}", flush=True)
-    for method in ("incremental", *BASELINES):
+    for method in ("incremental", *args.baselines):
         diff = differences(spark, base.parent / method, base.parent / "full_rebuild")
         methods[method].differences = diff
         print(
@@ -427,6 +428,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/sessions-bench"))
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--reuse-history", action="store_true", help="time again on a history in --workdir")
+    parser.add_argument(
+        "--baselines", nargs="*", choices=BASELINES, default=list(BASELINES), help="the baselines timed (all)"
+    )
     args = parser.parse_args(argv)
     os.environ["TZ"] = "UTC"
     time.tzset()
