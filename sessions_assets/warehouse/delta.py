@@ -32,6 +32,10 @@ CREATION_WAIT_SECONDS = 30.0
 # (``Warehouse.compiled``). At 100,000 events a day: an ingest of 5 days, 87 s compiled and 110 s interpreted; the
 # events step of one more day, 38 s and 71 s. A day of a thousand events is faster interpreted.
 COMPILED_FROM_ROWS = 100_000
+# Up to this many rows of input, a step's joins broadcast the sets their hints name (a day's messages, its ids, its
+# users); past it, Spark picks each join by its size estimates: broadcasting every message of a whole-history repair
+# (18 M at 100,000 a day and H = 180) runs the default 3 GB driver out of memory.
+BROADCAST_UP_TO_ROWS = 2_000_000
 # Delta's commit-conflict exceptions (io.delta.exceptions.*), as delta-spark raises them in Python.
 _CONFLICTS = (
     "DeltaConcurrentModificationException",
@@ -294,6 +298,13 @@ class Warehouse:
         return self._session_settings(
             {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
         )
+
+    def broadcasts(self, rows: int) -> AbstractContextManager:
+        """Joins built in the block keep their broadcast hints for inputs up to ``BROADCAST_UP_TO_ROWS`` rows; past
+        it, the hints are dropped (Spark drops them as the block builds each DataFrame, not when it runs)."""
+        if rows <= BROADCAST_UP_TO_ROWS:
+            return nullcontext()
+        return self._session_settings({"spark.sql.optimizer.disableHints": "true"})
 
     def _session_commit(self, commit: Commit) -> AbstractContextManager:
         """A ``MERGE`` takes its note and transaction from the session's configuration, for its one commit."""

@@ -168,15 +168,18 @@ def test_a_received_day_ingested_again_with_its_login_on_another_device_unlinks_
     assert persons(wh) == {"una", "dev-x"}
 
 
-def test_large_inputs_run_compiled_and_build_the_same_tables(spark, tmp_path, monkeypatch):
-    """Ingests and ``events`` writes of many rows run compiled: with every input counted as large, the tables
-    still equal the oracle, and the session runs interpreted again after each."""
+def test_large_inputs_run_compiled_without_broadcasts_and_build_the_same_tables(spark, tmp_path, monkeypatch):
+    """Ingests and ``events`` writes of many rows run compiled, and the joins of steps of many rows are planned
+    without broadcast hints: with every input counted as large, the tables still equal the oracle after
+    arrivals and a repair of every day, and the session is as it was after each."""
     monkeypatch.setattr(delta, "COMPILED_FROM_ROWS", 1)
-    seen, writes = [], {name: getattr(Warehouse, name) for name in ("merge", "replace_where")}
+    monkeypatch.setattr(delta, "BROADCAST_UP_TO_ROWS", -1)
+    seen, writes = [], {name: getattr(Warehouse, name) for name in ("append", "merge", "replace_where")}
+    session = ("spark.sql.codegen.wholeStage", "spark.sql.optimizer.disableHints")
 
     def watching(name):
-        def write(wh, table, *args, **kwargs):  # the session's setting as each table is written
-            seen.append((table.name, wh.spark.conf.get("spark.sql.codegen.wholeStage")))
+        def write(wh, table, *args, **kwargs):  # the session's settings as each table is written
+            seen.append((table.name, *(wh.spark.conf.get(key, "false") for key in session)))
             return writes[name](wh, table, *args, **kwargs)
 
         return write
@@ -188,7 +191,13 @@ def test_large_inputs_run_compiled_and_build_the_same_tables(spark, tmp_path, mo
     rejected = ["{not json", '{"a": 1}}', segment("old", "zed", "2022-01-01 10:00", "2024-03-01 08:00")]
     on_time = {**ON_TIME, D1: [*ON_TIME[D1], *rejected]}
     wh = arrive_in_steps(spark, root, [on_time, {D4: LATE}])  # the late links move stored events: a MERGE
-    assert {("raw_events", "true"), ("rejected_events", "true"), ("events", "true"), ("sessions", "false")} <= set(seen)
+    arrived = set(seen)
+    assert {("raw_events", "true", "false"), ("rejected_events", "true", "false")} <= arrived
+    assert {("events", "true", "true"), ("sessions", "false", "true")} <= arrived
     assert wh.read(REJECTED_EVENTS).count() == len(rejected)
-    assert wh.spark.conf.get("spark.sql.codegen.wholeStage") == "false"
+    before = len(seen)
+    with running(root) as runner:
+        runner.repair(D1, D4, {"events", "sessions"})
+    assert {(table, hints_off) for table, _, hints_off in seen[before:]} >= {("events", "true"), ("sessions", "true")}
+    assert [wh.spark.conf.get(key, "false") for key in session] == ["false", "false"]
     assert_tables_match_oracle(wh, root)

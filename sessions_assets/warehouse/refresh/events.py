@@ -34,31 +34,32 @@ def refresh_events(wh: Warehouse, settings: Settings, repair: tuple[date, date] 
         return rebuilt(wh, EVENTS, "event_date", at)
     done = Outcome("incremental" if feed is not None else "up to date", at.latest)
     if feed is not None:
-        if _removed_rows(wh, at):  # a received day re-ingested with other rows: recompute its messages
-            change = _corrections(wh, feed.select("message_hash").distinct(), at.latest)
-        else:
-            change = _arrivals(wh, feed.where(F.col("_change_type") == "insert").drop("_change_type"))
-        done.add(_apply_events(wh, change, Commit(at.commit.note | stitched, at.commit.txn), settings))
+        ingested = _ingested(wh, at)
+        with wh.broadcasts(sum(int(m.get("numOutputRows", 0)) for m in ingested)):
+            if any(int(m.get("numRemovedFiles", 0)) for m in ingested):  # a received day re-ingested, other rows
+                change = _corrections(wh, feed.select("message_hash").distinct(), at.latest)
+            else:
+                change = _arrivals(wh, feed.where(F.col("_change_type") == "insert").drop("_change_type"))
+            done.add(_apply_events(wh, change, Commit(at.commit.note | stitched, at.commit.txn), settings))
     if repair is not None:
         on_repaired_days = F.col("event_date").between(*repair)
         stored = wh.read(EVENTS).where(on_repaired_days).select("message_hash", "anonymous_id").localCheckpoint()
-        copies = wh.read(RAW_EVENTS).where(on_repaired_days).select("message_hash")
-        corrections = _corrections(wh, stored.select("message_hash").union(copies).distinct(), wh.version(RAW_EVENTS))
-        anonymous = stored.select("anonymous_id")  # their persons are decided afresh too
-        done.add(_apply_events(wh, corrections, repair_commit(repair), settings, anonymous))
+        with wh.broadcasts(stored.count()):
+            copies = wh.read(RAW_EVENTS).where(on_repaired_days).select("message_hash")
+            hashes = stored.select("message_hash").union(copies).distinct()
+            corrections = _corrections(wh, hashes, wh.version(RAW_EVENTS))
+            anonymous = stored.select("anonymous_id")  # their persons are decided afresh too
+            done.add(_apply_events(wh, corrections, repair_commit(repair), settings, anonymous))
         done.how = "repaired"
     return done
 
 
-def _removed_rows(wh: Warehouse, at: ledger.Position) -> bool:
-    """Whether ``raw_events`` lost rows since ``at.absorbed`` (its commits' metrics; no data is read)."""
+def _ingested(wh: Warehouse, at: ledger.Position) -> list[dict[str, str]]:
+    """The ``operationMetrics`` of ``raw_events``' data commits since ``at.absorbed``: rows written and files
+    removed, known without reading any data."""
     log = wh.log(RAW_EVENTS)
     commits = (log.commit_info(v) for v in range(at.absorbed + 1, at.latest + 1))
-    return any(
-        int(c.get("operationMetrics", {}).get("numRemovedFiles", "0"))
-        for c in commits
-        if c.get("operation") not in ledger.NO_DATA_CHANGE
-    )
+    return [c.get("operationMetrics", {}) for c in commits if c.get("operation") not in ledger.NO_DATA_CHANGE]
 
 
 def _stored(wh: Warehouse, hashes: DataFrame) -> DataFrame:

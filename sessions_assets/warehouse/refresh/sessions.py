@@ -116,27 +116,28 @@ def _resessionize(
     dirty = dirty.localCheckpoint()
     users = F.broadcast(dirty.select("user_key").distinct())
     stored = wh.read(SESSIONS).select(*chains.STORED_COLUMNS).join(users, "user_key", "left_semi").localCheckpoint()
-    touched = chains.touched_chains(stored, dirty, settings.session_gap).localCheckpoint()
-    fresh = sessionize(events_of(touched), settings).localCheckpoint()
-    ops = chains.writes(stored, touched, fresh).localCheckpoint()
-    done, stored_days = _summarise_sessions(ops)
-    if not stored_days:
-        wh.append(SESSIONS, ops, commit)
-    else:
-        values = {c: f"s.{c}" for c in SESSIONS.columns}
-        wh.merge(
-            SESSIONS,
-            ops,
-            f"t.session_date = s.session_date AND t.session_id = s.session_id AND {on_days('t.session_date', stored_days)}",
-            lambda m: (
-                m.whenMatchedDelete("s._op = 'delete'")
-                .whenMatchedUpdate("s._op = 'renumber'", {"session_number": "s.session_number"})
-                .whenMatchedUpdate("s._op = 'update'", values)
-                .whenNotMatchedInsert("s._op IN ('insert', 'update')", values)
-            ),
-            commit,
-        )
-    done.counts.update(numbering_check(wh, ops))
+    with wh.broadcasts(stored.count()):  # a whole history's sessions are too many to broadcast
+        touched = chains.touched_chains(stored, dirty, settings.session_gap).localCheckpoint()
+        fresh = sessionize(events_of(touched), settings).localCheckpoint()
+        ops = chains.writes(stored, touched, fresh).localCheckpoint()
+        done, stored_days = _summarise_sessions(ops)
+        if not stored_days:
+            wh.append(SESSIONS, ops, commit)
+        else:
+            values = {c: f"s.{c}" for c in SESSIONS.columns}
+            wh.merge(
+                SESSIONS,
+                ops,
+                f"t.session_date = s.session_date AND t.session_id = s.session_id AND {on_days('t.session_date', stored_days)}",
+                lambda m: (
+                    m.whenMatchedDelete("s._op = 'delete'")
+                    .whenMatchedUpdate("s._op = 'renumber'", {"session_number": "s.session_number"})
+                    .whenMatchedUpdate("s._op = 'update'", values)
+                    .whenNotMatchedInsert("s._op IN ('insert', 'update')", values)
+                ),
+                commit,
+            )
+        done.counts.update(numbering_check(wh, ops))
     return done
 
 
