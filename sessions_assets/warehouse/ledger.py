@@ -132,7 +132,9 @@ def received(storage: Storage) -> dict[date, Received]:
     if DeltaLog(storage, RECEIVED_DAYS).version() is None:
         return {}
     location = storage.path_of(uri) if uri.startswith("file:") else uri
-    rows = DeltaTable(location).to_pyarrow_table().to_pylist()
+    # Scanned in this thread: Arrow's threaded scan of several files can leave a worker that aborts the
+    # interpreter at exit (SIGABRT after a correct answer from ``status`` or a ``run`` with nothing due).
+    rows = DeltaTable(location).to_pyarrow_dataset().to_table(use_threads=False).to_pylist()
     return {
         r["received_date"]: Received(
             r["received_date"],

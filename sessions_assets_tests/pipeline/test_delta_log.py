@@ -1,17 +1,20 @@
 """The commit log as the planner reads it without Spark (``DeltaLog``) agrees with Delta's own history, also
-once checkpoints are written and the log holds more than JSON commits."""
+once checkpoints are written and the log holds more than JSON commits; a process that read ``received_days``
+without Spark exits cleanly."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import replace
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 
 from delta.tables import DeltaTable
 
 from sessions_assets.warehouse.delta import Commit, DeltaLog
-from sessions_assets.warehouse.tables import PARTITION_MAP
+from sessions_assets.warehouse.tables import PARTITION_MAP, RECEIVED_DAYS
 
 
 def test_the_log_read_without_spark_is_deltas_history(warehouse, spark):
@@ -55,3 +58,18 @@ def test_a_column_the_spec_gains_is_added_to_the_stored_table_and_is_null_until_
         PARTITION_MAP, spark.createDataFrame([(date(2024, 3, 1), date(2024, 3, 2), 5)], PARTITION_MAP.schema)
     )
     assert [tuple(r) for r in grown.read(PARTITION_MAP).collect()] == [(date(2024, 3, 1), date(2024, 3, 2), 5)]
+
+
+def test_a_process_that_read_the_received_days_without_spark_exits_cleanly(warehouse, spark):
+    """The sensors, ``status`` and a ``run`` with nothing due read ``received_days`` with delta-rs and exit. Arrow's
+    threaded scan of it left a worker thread that aborted the interpreter at exit about one time in two."""
+    for day in (date(2024, 3, 1), date(2024, 3, 2)):  # two files: Arrow scans them side by side
+        row = (day, "f", 3, 2, 1, [day], 0, datetime(2024, 3, 3))
+        warehouse.append(RECEIVED_DAYS, spark.createDataFrame([row], RECEIVED_DAYS.schema))
+    read = (
+        "import sys; from sessions_assets.warehouse import ledger; from sessions_assets.warehouse.storage import "
+        "Storage; print(*sorted(ledger.received(Storage(sys.argv[1]))))"
+    )
+    for _ in range(8):
+        done = subprocess.run([sys.executable, "-c", read, warehouse.storage.root], capture_output=True, text=True)
+        assert (done.returncode, done.stdout) == (0, "2024-03-01 2024-03-02\n"), done.stderr[-500:]
