@@ -62,7 +62,7 @@ def test_a_column_the_spec_gains_is_added_to_the_stored_table_and_is_null_until_
 
 def test_a_process_that_read_the_received_days_without_spark_exits_cleanly(warehouse, spark):
     """The sensors, ``status`` and a ``run`` with nothing due read ``received_days`` with delta-rs and exit. Arrow's
-    threaded scan of it left a worker thread that aborted the interpreter at exit about one time in two."""
+    scan of it left an IO thread that aborted the interpreter at exit about one time in two."""
     for day in (date(2024, 3, 1), date(2024, 3, 2)):  # two files: Arrow scans them side by side
         row = (day, "f", 3, 2, 1, [day], 0, datetime(2024, 3, 3))
         warehouse.append(RECEIVED_DAYS, spark.createDataFrame([row], RECEIVED_DAYS.schema))
