@@ -26,16 +26,27 @@ settings.register_profile("dev", print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 SLOW_TIER = "sessions_assets_tests/slow/"
+# Heaviest first: files are handed to the workers in this order, so the many quick engine files fill in around
+# the few long ones instead of leaving one worker alone with a long file at the end.
+TIERS = (SLOW_TIER, "sessions_assets_tests/pipeline/", "sessions_assets_tests/engine/")
+
+
+def pytest_collection_modifyitems(items):
+    """The slow tier, then the Dagster tier, then the engine tier (each file's tests in their order)."""
+    items.sort(key=lambda item: next((n for n, t in enumerate(TIERS) if item.nodeid.startswith(t)), len(TIERS)))
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """Under ``--dist loadfile`` the slow tier counts as one file: a worker runs its tests one after the other.
     Each starts several processes (``dg dev`` and its runs, a Spark cluster, CLI runs), and two of them side by
-    side on two cores slowed each other more than they took in turn."""
+    side on two cores slowed each other more than they took in turn. Files go out in collection order (the
+    tiers above), not xdist's default of most tests first, which left the long pipeline files for last."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False
 
     class FileOrSlowTier(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
