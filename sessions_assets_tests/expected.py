@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sessions_assets.defs.partitions import bounds
 from sessions_assets.warehouse.delta import Warehouse
+from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import (
     DAILY_SNAPSHOT,
     EVENTS,
@@ -59,8 +60,11 @@ def expected_event(event: dict) -> dict:
     return {**event, "event_date": event["timestamp"].date()}
 
 
-def assert_tables_match_oracle(wh: Warehouse, root: Path, oracle: dict | None = None) -> dict:
-    """Every table equals what the oracle computes from all landing lines at once; returns the oracle."""
+def assert_tables_match_oracle(
+    wh: Warehouse, root: Path, oracle: dict | None = None, landing: Storage | None = None
+) -> dict:
+    """Every table equals what the oracle computes from all landing lines at once (those under ``root``); returns
+    the oracle. ``landing``: the data root whose landing folders were ingested, if not the warehouse's."""
     oracle = oracle or reference.recompute(landing_lines(root))
     assert rows(wh.read(RAW_EVENTS), ["message_id", "received_date"]) == Counter(
         (e["message_id"], date.fromisoformat(e["received_date"])) for e in oracle["accepted"]
@@ -74,9 +78,10 @@ def assert_tables_match_oracle(wh: Warehouse, root: Path, oracle: dict | None = 
     # What the planner reads: each landing folder's fingerprint now, and its accepted lines.
     per_day = Counter(received for received, _ in accepted.elements())
     lo, hi = bounds()
-    folders = [f.day for f in wh.storage.landing_folders() if f.day is not None and lo <= f.day <= hi]
+    landing = landing or wh.storage
+    folders = [f.day for f in landing.landing_folders() if f.day is not None and lo <= f.day <= hi]
     assert {r.received_date: (r.fingerprint, r.accepted) for r in wh.read(RECEIVED_DAYS).collect()} == {
-        day: (wh.storage.fingerprint(day), per_day[day]) for day in folders
+        day: (landing.fingerprint(day), per_day[day]) for day in folders
     }
     line_rejects = wh.read(REJECTED_EVENTS).where("payload IS NOT NULL")
     assert rows(line_rejects, ["received_date", "payload", "reason"]) == Counter(
