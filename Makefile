@@ -14,8 +14,9 @@ export SESSIONS_DATA_ROOT ?= $(CURDIR)/$(DATA_ROOT)
 # The instance of a data root is <data root>/dagster_home, as the command line's default: the UI and
 # sessions-assets read the same history.
 export DAGSTER_HOME ?= $(SESSIONS_DATA_ROOT)/dagster_home
-# Delta's jars, fetched once here and read from disk by every Spark start (sessions_assets/warehouse/jars.py).
-JARS := $(VENV)/share/sessions-assets/jars/packages.txt
+# Delta's jars and the driver's class-data archive, made once here and read from disk by every Spark start
+# (sessions_assets/warehouse/jars.py, sessions_assets/cli/archive.py).
+JARS := $(VENV)/share/sessions-assets/jars/driver-classes.jsa
 # Test workers, one test file each at a time, so module fixtures stay in one worker: one per core (a third on two
 # cores made the suite slower).
 TEST_WORKERS ?= 2

@@ -173,6 +173,7 @@ def maintain(args: argparse.Namespace) -> int:
 def fetch_jars(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from sessions_assets.cli import archive
     from sessions_assets.warehouse import jars
 
     try:
@@ -180,7 +181,9 @@ def fetch_jars(args: argparse.Namespace) -> int:
     except jars.JarsMissing as failure:
         print(f"sessions-assets: {failure}", file=sys.stderr)
         return 1
-    print(f"{len(found)} jars for {', '.join(jars.packages())} in {Path(found[0]).parent}")
+    folder = Path(found[0]).parent
+    print(f"{len(found)} jars for {', '.join(jars.packages())} in {folder}")
+    print(archive.create(folder))
     return 0
 
 

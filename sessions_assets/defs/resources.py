@@ -74,14 +74,17 @@ def spark_config(**overrides: Any) -> dict[str, str]:
 
 
 class SparkResource(LazyPySparkResource):
-    """Spark with Delta, started on first use inside a run, with the jars ``fetch-jars`` left on disk. They are
-    looked up then, not when the definitions load: the sensors and the UI need no Spark, and a missing jar
-    fails the run in one line (``jars.JarsMissing``) rather than the code location."""
+    """Spark with Delta, started on first use inside a run, with the jars and the driver's class-data archive
+    ``fetch-jars`` left on disk. They are looked up then, not when the definitions load: the sensors and the UI
+    need no Spark, and a missing jar fails the run in one line (``jars.JarsMissing``) rather than the code
+    location."""
 
     def _init_session(self) -> None:
         if self._spark_session is None:
             listed = [j for j in (self.spark_config.get("spark.jars") or "").split(",") if j]
             config = {**self.spark_config, "spark.jars": ",".join(jars.local_jars() + listed)}
+            java = " ".join(filter(None, [config.get("spark.driver.extraJavaOptions"), jars.driver_java_options()]))
+            config["spark.driver.extraJavaOptions"] = java
             self._spark_session = spark_session_from_config(config)
 
 
