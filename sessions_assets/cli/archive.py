@@ -27,10 +27,12 @@ def create(folder: Path) -> str:
     if target.is_file():
         return f"class-data archive: {target} (kept)"
     staged = folder / f".{jars.CLASS_ARCHIVE}.{os.getpid()}"
+    # A local driver with the default rules, whatever this environment deploys with: the sample is processed.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SESSIONS_") and k != "SPARK_MASTER"}
     with tempfile.TemporaryDirectory(prefix="sessions-assets-archive-") as work:
         done = subprocess.run(
             [sys.executable, "-m", __name__, work, str(staged)],
-            env={**os.environ, "SPARK_JARS_DIR": str(folder)},
+            env={**env, "SPARK_JARS_DIR": str(folder)},
             capture_output=True,
             text=True,
         )
@@ -59,7 +61,7 @@ def _record(work: str, staged: str) -> None:
             ["run", "--data-root", work]
         )
     if code:
-        raise SystemExit(f"the archiving run failed ({code})")
+        raise SystemExit(code)  # the run has said why on stderr
     gateway = SparkContext._gateway.proc  # the driver JVM; it exits when its standard input closes
     if SparkContext._active_spark_context is not None:
         SparkContext._active_spark_context.stop()
