@@ -2,7 +2,7 @@
 
 A Spark start loads and verifies some 18,000 classes before its first query. Java's class-data sharing
 (CDS) keeps them parsed and verified in a file the JVM maps instead: a cold run of a small day starts
-about 4 s sooner. ``fetch-jars`` makes the archive by running the pipeline once on a small generated
+about 3 s sooner. ``fetch-jars`` makes the archive by running the pipeline once on a small generated
 landing zone with ``-XX:ArchiveClassesAtExit`` (the JVM writes it as it exits), and every later driver
 gets ``-XX:SharedArchiveFile`` (``jars.driver_java_options``). The JVM checks the archive against its own
 build and class path and ignores it if they differ (another JDK, an upgraded pyspark); deleting the file
