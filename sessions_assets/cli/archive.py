@@ -23,7 +23,7 @@ from sessions_assets.warehouse import jars
 def create(folder: Path) -> str:
     """Make ``folder``'s archive unless it is there; returns a line saying what it did. The JVM writes the file
     under a temporary name, renamed once the JVM has exited cleanly: a run never maps a half-written archive."""
-    target = folder / jars.CLASS_ARCHIVE
+    target = jars.class_archive(folder)
     if target.is_file():
         return f"class-data archive: {target} (kept)"
     staged = folder / f".{jars.CLASS_ARCHIVE}.{os.getpid()}"

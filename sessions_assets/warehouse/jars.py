@@ -65,9 +65,14 @@ def local_jars(folder: Path | None = None) -> list[str]:
     return sorted(str(p) for p in folder.glob("*.jar"))
 
 
+def class_archive(folder: Path | None = None) -> Path:
+    """Where ``fetch-jars`` leaves the driver JVM's class-data archive, beside the jars."""
+    return (folder or jars_dir()) / CLASS_ARCHIVE
+
+
 def driver_java_options(folder: Path | None = None) -> str:
     """Map the class-data archive, when ``fetch-jars`` made one: a Spark start skips loading what it holds."""
-    archive = (folder or jars_dir()) / CLASS_ARCHIVE
+    archive = class_archive(folder)
     return f"-XX:SharedArchiveFile={archive}" if archive.is_file() else ""
 
 

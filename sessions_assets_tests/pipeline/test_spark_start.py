@@ -9,7 +9,7 @@ from sessions_assets.warehouse import jars
 
 
 def test_the_driver_maps_the_class_archive_fetch_jars_made(spark):
-    archive = jars.jars_dir() / jars.CLASS_ARCHIVE
+    archive = jars.class_archive()
     assert archive.is_file(), "sessions-assets fetch-jars makes it"
     pid = spark._jvm.java.lang.ProcessHandle.current().pid()
     maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
