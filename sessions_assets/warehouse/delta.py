@@ -10,13 +10,12 @@ runs that computed the same change cannot both commit it.
 from __future__ import annotations
 
 import json
-import re
 import time
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
-from delta.tables import DeltaMergeBuilder, DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -36,42 +35,34 @@ COMPILED_FROM_ROWS = 100_000
 # users); past it, Spark picks each join by its size estimates: broadcasting every message of a whole-history repair
 # (18 M at 100,000 a day and H = 180) runs the default 3 GB driver out of memory.
 BROADCAST_UP_TO_ROWS = 2_000_000
-# Delta's commit-conflict exceptions (io.delta.exceptions.*), as delta-spark raises them in Python.
-_CONFLICTS = (
-    "DeltaConcurrentModificationException",
-    "ConcurrentWriteException",
-    "MetadataChangedException",
-    "ProtocolChangedException",
-    "ConcurrentAppendException",
-    "ConcurrentDeleteReadException",
-    "ConcurrentDeleteDeleteException",
-    "ConcurrentTransactionException",
-)
+# Delta refusing a commit because another one won (io.delta.exceptions.Concurrent*, MetadataChanged,
+# ProtocolChanged), by the error classes they carry: in a driver of the run's own and over Spark Connect alike.
+_CONFLICTS = ("DELTA_CONCURRENT_", "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED", "io.delta.exceptions.Concurrent")
 
 
 def is_write_conflict(error: BaseException | None) -> bool:
     """Whether ``error`` (or what caused it) is Delta refusing a commit because another one won."""
     while error is not None:
-        if type(error).__name__ in _CONFLICTS or "io.delta.exceptions.Concurrent" in str(error)[:500]:
+        if any(mark in str(error)[:1000] for mark in _CONFLICTS):
             return True
         error = error.__cause__ or error.__context__
     return False
+
+
+def assign(columns) -> str:
+    """A ``MERGE``'s ``UPDATE SET``: each column from the source row."""
+    return ", ".join(f"t.`{c}` = s.`{c}`" for c in columns)
+
+
+def insert(columns) -> str:
+    """A ``MERGE``'s ``INSERT``: the columns, from the source row."""
+    return f"({', '.join(f'`{c}`' for c in columns)}) VALUES ({', '.join(f's.`{c}`' for c in columns)})"
 
 
 def on_days(column: str, days) -> str:
     """A SQL condition on a date column (a ``replaceWhere``, a ``MERGE``'s target side); FALSE without days."""
     listed = ", ".join(f"DATE'{d.isoformat()}'" for d in sorted(days))
     return f"{column} IN ({listed})" if listed else "FALSE"
-
-
-def one_line(error: BaseException) -> str:
-    """What went wrong, in one line: the innermost Java cause of a Spark error, else the error's first line."""
-    text = str(error)
-    causes = re.findall(r"Caused by: ([\w.$]+(?:Exception|Error)[^\n]*)", text)
-    if causes:
-        return causes[-1].strip()[:500]
-    first = next((s for s in text.splitlines() if s.strip()), "")
-    return f"{type(error).__name__}: {first.strip()}"[:500]
 
 
 class DeltaLog:
@@ -136,10 +127,6 @@ class Warehouse:
     def uri(self, table: Table) -> str:
         return self.storage.table_uri(table.name)
 
-    def delta(self, table: Table) -> DeltaTable:
-        self._ensure(table)
-        return DeltaTable.forPath(self.spark, self.uri(table))
-
     def _ensure(self, table: Table) -> None:
         """Create the table on first use, or add the columns its spec has gained since it was stored."""
         if table.name not in self._ready:
@@ -168,27 +155,25 @@ class Warehouse:
 
     def _create(self, table: Table) -> None:
         """Create the table unless it exists; if another process creates it at the same moment, wait for it."""
-        builder = DeltaTable.createIfNotExists(self.spark).location(self.uri(table)).addColumns(table.schema)
+        columns = [f"`{f.name}` {f.dataType.simpleString()}" for f in table.schema]
         if isinstance(table.partition, tuple):
             name, expression = table.partition
-            builder = builder.addColumn(name, "STRING", generatedAlwaysAs=expression)
+            columns.append(f"`{name}` STRING GENERATED ALWAYS AS ({expression})")
+        ddl = f"CREATE TABLE IF NOT EXISTS delta.`{self.uri(table)}` ({', '.join(columns)}) USING delta"
         if table.partition:
-            builder = builder.partitionedBy(table.partition_column)
-        for key, value in table.properties:
-            builder = builder.property(key, value)
+            ddl += f" PARTITIONED BY (`{table.partition_column}`)"
+        if table.properties:
+            properties = ", ".join(f"'{k}' = '{v}'" for k, v in table.properties)
+            ddl += f" TBLPROPERTIES ({properties})"
         try:
-            builder.execute()
+            self.spark.sql(ddl)
         except Exception as error:  # re-raised below unless the table now exists
             racing = is_write_conflict(error) or any(mark in str(error)[:500] for mark in _CREATION_RACE)
             deadline = time.monotonic() + (CREATION_WAIT_SECONDS if racing else 0)
-            while True:
-                try:
-                    DeltaTable.forPath(self.spark, self.uri(table))
-                    return
-                except Exception:  # not (yet) a Delta table
-                    if time.monotonic() >= deadline:
-                        raise error from None
-                    time.sleep(0.2)
+            while not DeltaLog(self.storage, table).versions():
+                if time.monotonic() >= deadline:
+                    raise error from None
+                time.sleep(0.2)
 
     # --- reading ------------------------------------------------------------------------------------
 
@@ -224,7 +209,8 @@ class Warehouse:
     def compact(self, table: Table) -> dict:
         """Rewrite small files into large ones and fold deletion vectors in: a commit that changes no rows,
         so readers, change feeds and the absorbed notes are unaffected."""
-        self.delta(table).optimize().executeCompaction()
+        self._ensure(table)
+        self.spark.sql(f"OPTIMIZE delta.`{self.uri(table)}`")
         log = self.log(table)
         return log.commit_info(log.version()).get("operationMetrics", {})
 
@@ -277,18 +263,20 @@ class Warehouse:
             writer = writer.option("txnAppId", commit.txn[0]).option("txnVersion", commit.txn[1])
         return writer
 
-    def merge(
-        self,
-        table: Table,
-        source: DataFrame,
-        condition: str,
-        clauses: Callable[[DeltaMergeBuilder], DeltaMergeBuilder],
-        commit: Commit = Commit(),
-    ) -> None:
-        """One ``MERGE`` of ``source`` (alias ``s``) into the table (alias ``t``)."""
-        merge = clauses(self.delta(table).alias("t").merge(source.alias("s"), condition))
-        with self._session_commit(commit):
-            merge.execute()
+    def merge(self, table: Table, source: DataFrame, condition: str, clauses: list[str], commit: Commit = Commit()):
+        """One ``MERGE`` of ``source`` (alias ``s``) into the table (alias ``t``) on ``condition``, with ``clauses``
+        (``WHEN MATCHED ... THEN ...``; ``assign`` and ``insert`` spell the columns). Delta's SQL, so that it runs
+        the same over Spark Connect; the source is a view of this session's, named for this one statement."""
+        self._ensure(table)
+        view = f"merge_source_{uuid.uuid4().hex}"
+        source.createOrReplaceTempView(view)
+        try:
+            with self._session_commit(commit):
+                self.spark.sql(
+                    f"MERGE INTO delta.`{self.uri(table)}` AS t USING {view} AS s ON {condition} {' '.join(clauses)}"
+                )
+        finally:
+            self.spark.catalog.dropTempView(view)
 
     def compiled(self, rows: int) -> AbstractContextManager:
         """From ``COMPILED_FROM_ROWS`` rows, Spark compiles query plans to Java (whole-stage code generation): the

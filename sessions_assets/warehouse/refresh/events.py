@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from sessions_assets.engine import dedup, identity
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import ledger
-from sessions_assets.warehouse.delta import Commit, Warehouse, on_days
+from sessions_assets.warehouse.delta import Commit, Warehouse, assign, insert, on_days
 from sessions_assets.warehouse.refresh.outcome import Outcome, days_in, rebuilding, rebuilt, repair_commit
 from sessions_assets.warehouse.tables import EVENTS, RAW_EVENTS
 
@@ -171,15 +171,14 @@ def _write(wh: Warehouse, ops: DataFrame, stored_days: set[date], commit: Commit
     if not stored_days:
         wh.append(EVENTS, ops, commit)
         return
-    values = {c: f"s.{c}" for c in EVENTS.columns}
     wh.merge(
         EVENTS,
         ops,
         f"t.event_date = s.event_date AND t.message_id = s.message_id AND {on_days('t.event_date', stored_days)}",
-        lambda m: (
-            m.whenMatchedDelete("s._op = 'delete'")
-            .whenMatchedUpdate("s._op = 'update'", values)
-            .whenNotMatchedInsert("s._op != 'delete'", values)
-        ),
+        [
+            "WHEN MATCHED AND s._op = 'delete' THEN DELETE",
+            f"WHEN MATCHED AND s._op = 'update' THEN UPDATE SET {assign(EVENTS.columns)}",
+            f"WHEN NOT MATCHED AND s._op != 'delete' THEN INSERT {insert(EVENTS.columns)}",
+        ],
         commit,
     )

@@ -13,7 +13,7 @@ from sessions_assets.engine import chains
 from sessions_assets.engine.sessionize import SESSIONIZED, sessionize
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import ledger
-from sessions_assets.warehouse.delta import Commit, Warehouse, on_days
+from sessions_assets.warehouse.delta import Commit, Warehouse, assign, insert, on_days
 from sessions_assets.warehouse.refresh.outcome import (
     ADDED,
     REMOVED,
@@ -124,17 +124,16 @@ def _resessionize(
         if not stored_days:
             wh.append(SESSIONS, ops, commit)
         else:
-            values = {c: f"s.{c}" for c in SESSIONS.columns}
             wh.merge(
                 SESSIONS,
                 ops,
                 f"t.session_date = s.session_date AND t.session_id = s.session_id AND {on_days('t.session_date', stored_days)}",
-                lambda m: (
-                    m.whenMatchedDelete("s._op = 'delete'")
-                    .whenMatchedUpdate("s._op = 'renumber'", {"session_number": "s.session_number"})
-                    .whenMatchedUpdate("s._op = 'update'", values)
-                    .whenNotMatchedInsert("s._op IN ('insert', 'update')", values)
-                ),
+                [
+                    "WHEN MATCHED AND s._op = 'delete' THEN DELETE",
+                    f"WHEN MATCHED AND s._op = 'renumber' THEN UPDATE SET {assign(['session_number'])}",
+                    f"WHEN MATCHED AND s._op = 'update' THEN UPDATE SET {assign(SESSIONS.columns)}",
+                    f"WHEN NOT MATCHED AND s._op IN ('insert', 'update') THEN INSERT {insert(SESSIONS.columns)}",
+                ],
                 commit,
             )
         done.counts.update(numbering_check(wh, ops))

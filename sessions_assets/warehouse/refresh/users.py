@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from sessions_assets.engine.users import IDENTIFIED, users
 from sessions_assets.warehouse import ledger
-from sessions_assets.warehouse.delta import Commit, Warehouse
+from sessions_assets.warehouse.delta import Commit, Warehouse, assign, insert
 from sessions_assets.warehouse.refresh.outcome import Outcome
 from sessions_assets.warehouse.tables import EVENTS, SESSIONS, USERS
 
@@ -55,14 +55,15 @@ def _write_persons(wh: Warehouse, persons: DataFrame, versions: list[int], commi
     events = wh.read(EVENTS, versions[1]).select(*IDENTIFIED).join(theirs, "user_key", "left_semi")
     fresh = users(sessions, events)
     rows = persons.join(fresh, "user_key", "left").withColumn("_gone", F.col("first_seen").isNull()).localCheckpoint()
-    values = {c: f"s.{c}" for c in USERS.columns}
     wh.merge(
         USERS,
         rows,
         "t.user_key = s.user_key",
-        lambda m: (
-            m.whenMatchedDelete("s._gone").whenMatchedUpdate(set=values).whenNotMatchedInsert("NOT s._gone", values)
-        ),
+        [
+            "WHEN MATCHED AND s._gone THEN DELETE",
+            f"WHEN MATCHED THEN UPDATE SET {assign(USERS.columns)}",
+            f"WHEN NOT MATCHED AND NOT s._gone THEN INSERT {insert(USERS.columns)}",
+        ],
         commit,
     )
     gone = rows.agg(F.sum(F.col("_gone").cast("int")), F.count(F.lit(1))).head()
