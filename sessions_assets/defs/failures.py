@@ -13,7 +13,8 @@ from typing import TypeVar
 
 import dagster as dg
 
-from sessions_assets.warehouse.delta import is_write_conflict, one_line
+from sessions_assets.warehouse.delta import is_write_conflict
+from sessions_assets.warehouse.spark import one_line
 
 T = TypeVar("T")
 CONFLICT_RETRIES, CONFLICT_WAIT_SECONDS = 5, 2.0

@@ -20,7 +20,8 @@ from pyspark.sql import functions as F
 from sessions_assets.engine import accept, devices
 from sessions_assets.engine.dedup import message_hash
 from sessions_assets.settings import Settings
-from sessions_assets.warehouse.delta import Warehouse, on_days, one_line
+from sessions_assets.warehouse.delta import Warehouse, on_days
+from sessions_assets.warehouse.spark import one_line
 from sessions_assets.warehouse.storage import LandingFile
 from sessions_assets.warehouse.tables import PARTITION_MAP, RAW_EVENTS, RECEIVED_DAYS, REJECTED_EVENTS, USER_AGENTS
 

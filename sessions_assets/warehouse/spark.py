@@ -1,0 +1,184 @@
+"""Spark with Delta for a run, in one of two modes, and what its errors say in one line.
+
+- **Its own driver** (``SPARK_REMOTE`` unset): the run's process starts a Spark driver (``local[2]`` or a cluster's
+  client), with the Delta jars ``fetch-jars`` left on disk.
+- **Attached** (``SPARK_REMOTE=sc://host:port``): the run's process is a Spark Connect client of a long-lived
+  server that holds the driver (``cli/server.py`` starts one with this same configuration), with a session of its
+  own. The server's JVM, JIT, jars and caches are warm; a run pays only for its own queries.
+
+The pipeline's code is the same in both: DataFrames and Delta SQL, never the JVM behind a classic session.
+What matters for correctness (UTC, Delta, strict JSON) is fixed here; the master, memory and extra settings
+come from ``SPARK_*`` variables, so the same code runs on ``local[2]``, on a cluster and behind a server.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shlex
+import socket
+import tempfile
+import warnings
+from typing import Any
+from urllib.parse import urlparse
+
+from sessions_assets.warehouse import jars
+
+# Many small queries: the parallel collector pauses less often than the default G1 at this heap size.
+DRIVER_JAVA_OPTIONS = "-XX:+UseParallelGC"
+# Spark Connect's own default port.
+CONNECT_PORT = 15002
+# Set when the driver starts (its JVM, its catalog), not per session: a run attached to a server leaves them.
+STATIC = ("spark.sql.extensions", "spark.sql.catalog.spark_catalog", "spark.sql.warehouse.dir")
+# A run attached to a server retries an unanswered call a few times (about 4 s in all), then fails in one line:
+# a server that restarts has lost the run's session anyway, and the daemon's retries and the sensors' backoff
+# request the work again (Spark Connect's own default keeps trying for ten minutes).
+CONNECT_RETRIES = 4
+
+
+class ServerUnreachable(RuntimeError):
+    """``SPARK_REMOTE`` names a Spark Connect server that does not answer; the message says what to do."""
+
+
+def spark_home() -> str:
+    """The installed pyspark, which holds Spark's jars and scripts (``bin/spark-submit``)."""
+    import pyspark
+
+    return os.path.dirname(os.path.abspath(pyspark.__file__))
+
+
+def remote() -> str:
+    """``SPARK_REMOTE``: the Spark Connect server runs attach to, or "" when each run starts its own driver."""
+    return os.environ.get("SPARK_REMOTE", "").strip()
+
+
+def spark_config(**overrides: Any) -> dict[str, str]:
+    """The pipeline's Spark configuration: defaults, then ``SPARK_*`` variables, then ``overrides``.
+
+    ``SPARK_MASTER`` (``local[2]``), ``SPARK_DRIVER_MEMORY`` (``3g``), ``SPARK_SHUFFLE_PARTITIONS`` (``2``),
+    ``SPARK_JARS_DIR`` (where ``fetch-jars`` left Delta's jars and those of ``SPARK_PACKAGES``: ``jars.py``),
+    ``SPARK_JARS`` (more local jars) and ``SPARK_CONF`` (``key=value`` pairs, space-separated).
+    """
+    env = os.environ.get
+    shuffle = env("SPARK_SHUFFLE_PARTITIONS", "2")
+    config = {
+        "spark.master": env("SPARK_MASTER", "local[2]"),
+        "spark.app.name": "sessions-assets",
+        "spark.driver.memory": env("SPARK_DRIVER_MEMORY", "3g"),
+        "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        # Partition keys are UTC days, and the contract reads offset-less timestamps as UTC.
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": shuffle,
+        "spark.default.parallelism": shuffle,
+        # Small queries on two cores: one job per query and interpreted plans cost less than adaptive
+        # re-planning and compiling each plan to Java.
+        "spark.sql.adaptive.enabled": "false",
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+        # Inferring constraints through unions of wide comparisons grows exponentially (the corrections of
+        # a re-ingested day hung in it); no query here needs inferred filters.
+        "spark.sql.constraintPropagation.enabled": "false",
+        # Delta rebuilds a table's state with this many tasks (default 50): too many for small logs.
+        "spark.databricks.delta.snapshotPartitions": "2",
+        # Python's json keeps the last of duplicate keys; so does the parser, as the contract's oracle.
+        "spark.sql.variant.allowDuplicateKeys": "true",
+        "spark.ui.enabled": env("SPARK_UI", "false"),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.log.level": env("SPARK_LOG_LEVEL", "ERROR"),
+        # A write with nothing to change still commits, so a table's note and version always move with it.
+        "spark.databricks.delta.skipRecordingEmptyCommits": "false",
+        # Tables are addressed by path; the catalog's folder is kept out of the working directory.
+        "spark.sql.warehouse.dir": os.path.join(tempfile.gettempdir(), "sessions-assets-spark-warehouse"),
+        # More local jars; Delta's are added from disk when the driver starts (``driver_config``).
+        "spark.jars": ",".join(shlex.split(env("SPARK_JARS", "").replace(",", " "))),
+    }
+    for pair in shlex.split(env("SPARK_CONF", "")):
+        key, _, value = pair.partition("=")
+        config[key] = value
+    return {**config, **{k: str(v) for k, v in overrides.items()}}
+
+
+def driver_config(config: dict[str, str]) -> dict[str, str]:
+    """``config`` for a driver's start, with Delta's jars from disk (``jars.JarsMissing`` when absent). Looked up
+    when a driver starts, not when the definitions load: the sensors and the UI need no Spark, and a missing jar
+    fails a run in one line rather than the code location."""
+    listed = [j for j in (config.get("spark.jars") or "").split(",") if j]
+    return {**config, "spark.jars": ",".join(jars.local_jars() + listed)}
+
+
+def session_config(config: dict[str, str]) -> dict[str, str]:
+    """What a session may set of ``config``: the SQL and Delta settings a run attached to a server applies to its
+    own session (the server was started with the rest)."""
+    return {
+        k: v for k, v in config.items() if k.startswith(("spark.sql.", "spark.databricks.delta.")) and k not in STATIC
+    }
+
+
+def session(config: dict[str, str], url: str = ""):
+    """A session with ``config``: attached to the Spark Connect server at ``url``, else on this process's driver."""
+    return attach(url, config) if url else start_driver(config)
+
+
+def start_driver(config: dict[str, str]):
+    """A classic session, starting this process's driver on first use (one per process: later calls share it)."""
+    from pyspark.sql import SparkSession
+
+    # pyspark builds a Spark Connect session when either is in the environment (SPARK_REMOTE even empty; the other
+    # is set by a Spark Connect session of the parent process).
+    for name in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):
+        os.environ.pop(name, None)
+    builder = SparkSession.builder
+    for key, value in driver_config(config).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def attach(url: str, config: dict[str, str]):
+    """This process's session on the Spark Connect server at ``url``, with ``config``'s session settings; a server
+    that does not answer is ``ServerUnreachable`` at once, not after the client's retries.
+
+    One session per process, like one driver per process: its runs share it (pyspark files a checkpoint under the
+    process's active session, so a second session in the same process would lose its checkpoints). It is released
+    when the process exits, and its views, checkpoints and settings go with it."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    parsed = urlparse(url)
+    if parsed.scheme != "sc" or not parsed.hostname:
+        raise ServerUnreachable(f"SPARK_REMOTE={url} is not a Spark Connect URL (sc://host:port)")
+    try:
+        socket.create_connection((parsed.hostname, parsed.port or CONNECT_PORT), timeout=10).close()
+    except OSError as error:
+        raise ServerUnreachable(_unreachable(url, error.strerror or str(error))) from None
+    existing = SparkSession.getActiveSession()
+    session = SparkSession.builder.remote(url).config(map=session_config(config)).getOrCreate()
+    # The client warns when its retries run out; the error that follows says it in one line (``one_line``).
+    warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]", category=UserWarning)
+    if session is not existing:
+        session.client.set_retry_policies([DefaultPolicy(max_retries=CONNECT_RETRIES)])
+        atexit.register(session.stop)
+    return session
+
+
+def _unreachable(url: str, why: str) -> str:
+    return (
+        f"the Spark Connect server at {url} does not answer ({why}): start it (`sessions-assets spark-server "
+        "start`), or unset SPARK_REMOTE to run with a driver of its own"
+    )
+
+
+def one_line(error: BaseException) -> str:
+    """What went wrong, in one line: a Spark Connect server that went away, the innermost Java cause of a Spark
+    error, else the error's first line."""
+    text = str(error)
+    if re.search(r"StatusCode\.UNAVAILABLE|failed to connect to all addresses|Connection refused", text[:3000]):
+        found = re.search(r'details = "([^"]*)"', text)
+        return _unreachable(remote() or "SPARK_REMOTE", found.group(1) if found else "unavailable")[:500]
+    causes = re.findall(r"Caused by: ([\w.$]+(?:Exception|Error)[^\n]*)", text)
+    if causes:
+        return causes[-1].strip()[:500]
+    first = next((s for s in text.splitlines() if s.strip()), "")
+    return f"{type(error).__name__}: {first.strip()}"[:500]
