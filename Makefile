@@ -4,7 +4,7 @@
 #   make test-fast  the engine and Dagster tiers (no multi-day pipeline scenarios, no processes): under 3 minutes
 #   make test-s3    the pipeline end to end on an S3-compatible server on loopback (downloads its jars)
 #   make soak       the property tests only, with SOAK (20) times their examples: a nightly budget
-#   make dev        serve the Dagster UI and daemon (dg dev) with this project's definitions
+#   make dev        serve the Dagster UI and daemon (dg dev), its runs attached to a Spark Connect server it starts
 #   make bench      time one more received day, incremental against a full rebuild (benchmarks/results/)
 PYTHON ?= python3
 VENV := .venv
@@ -14,9 +14,10 @@ export SESSIONS_DATA_ROOT ?= $(CURDIR)/$(DATA_ROOT)
 # The instance of a data root is <data root>/dagster_home, as the command line's default: the UI and
 # sessions-assets read the same history.
 export DAGSTER_HOME ?= $(SESSIONS_DATA_ROOT)/dagster_home
-# Delta's jars and the driver's class-data archive, made once here and read from disk by every Spark start
-# (sessions_assets/warehouse/jars.py, sessions_assets/cli/archive.py).
-JARS := $(VENV)/share/sessions-assets/jars/driver-classes.jsa
+# Delta's jars, fetched once here and read from disk by every Spark start (sessions_assets/warehouse/jars.py).
+JARS := $(VENV)/share/sessions-assets/jars/packages.txt
+# Where make dev's Spark Connect server listens (loopback); its runs attach there (SPARK_REMOTE).
+SPARK_CONNECT_PORT ?= 15002
 # Test workers, one test file each at a time, so module fixtures stay in one worker: one per core (a third on two
 # cores made the suite slower).
 TEST_WORKERS ?= 2
@@ -62,8 +63,12 @@ SOAK ?= 20
 soak: setup
 	SESSIONS_SOAK=$(SOAK) $(PYTEST) -m property
 
+# The server is stopped when dg dev ends (Ctrl-C included).
 dev: setup $(DAGSTER_HOME)/dagster.yaml
-	VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/dg dev --use-active-venv
+	$(BIN)/sessions-assets spark-server start --port $(SPARK_CONNECT_PORT)
+	trap '$(BIN)/sessions-assets spark-server stop' EXIT; trap 'exit 130' INT TERM; \
+	SPARK_REMOTE=sc://127.0.0.1:$(SPARK_CONNECT_PORT) VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH=$(CURDIR)/$(BIN):$$PATH \
+		$(BIN)/dg dev --use-active-venv
 
 BENCH_ARGS ?=
 bench: setup

@@ -7,6 +7,7 @@ keep the tables compact.
     sessions-assets repair   --data-root DIR --from DAY [--to DAY] [--tables events,sessions,users,daily_snapshot]
     sessions-assets maintain --data-root DIR [--retain-hours H]
     sessions-assets fetch-jars [--to DIR]
+    sessions-assets spark-server start|stop|status [--data-root DIR] [--host HOST] [--port PORT]
 
 Runs are recorded in the Dagster instance at ``$DAGSTER_HOME`` (default ``DIR/dagster_home``), so the UI
 shows them and a second ``run`` finds nothing to do. Errors a user can cause are one line, exit 2.
@@ -84,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
     if not spans and refresh is None:
         print(f"Nothing to do: every received day under {storage.landing} is processed.")
         return 0
-    from sessions_assets.cli.runner import RunFailed, Runner, open_instance
+    from sessions_assets.cli.instance import open_instance
+    from sessions_assets.cli.runner import RunFailed, Runner
     from sessions_assets.settings import Settings
 
     print(f"{len(landing.due)} received day(s) to ingest and refresh in {len(spans) or 1} run(s)", flush=True)
@@ -106,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
-    from sessions_assets.cli.runner import open_instance
+    from sessions_assets.cli.instance import open_instance
     from sessions_assets.defs import planning
 
     storage = _storage(args)
@@ -135,7 +137,8 @@ def status(args: argparse.Namespace) -> int:
 
 
 def repair(args: argparse.Namespace) -> int:
-    from sessions_assets.cli.runner import RunFailed, Runner, open_instance
+    from sessions_assets.cli.instance import open_instance
+    from sessions_assets.cli.runner import RunFailed, Runner
     from sessions_assets.defs.jobs import DERIVED
     from sessions_assets.settings import Settings
 
@@ -155,7 +158,8 @@ def repair(args: argparse.Namespace) -> int:
 
 
 def maintain(args: argparse.Namespace) -> int:
-    from sessions_assets.cli.runner import RunFailed, Runner, open_instance
+    from sessions_assets.cli.instance import open_instance
+    from sessions_assets.cli.runner import RunFailed, Runner
     from sessions_assets.settings import Settings
 
     _storage(args, landing=False)
@@ -173,7 +177,6 @@ def maintain(args: argparse.Namespace) -> int:
 def fetch_jars(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from sessions_assets.cli import archive
     from sessions_assets.warehouse import jars
 
     try:
@@ -183,7 +186,27 @@ def fetch_jars(args: argparse.Namespace) -> int:
         return 1
     folder = Path(found[0]).parent
     print(f"{len(found)} jars for {', '.join(jars.packages())} in {folder}")
-    print(archive.create(folder))
+    return 0
+
+
+def spark_server(args: argparse.Namespace) -> int:
+    from sessions_assets.cli.instance import instance_home
+    from sessions_assets.cli.server import Server, ServerError
+    from sessions_assets.warehouse.jars import JarsMissing
+
+    server = Server((instance_home(args.data_root) / "spark-server").absolute())
+    if args.action == "start":
+        try:
+            print(server.start(args.host, args.port))
+        except (ServerError, JarsMissing) as failure:
+            print(f"sessions-assets: {failure}", file=sys.stderr)
+            return 1
+    elif args.action == "stop":
+        print(server.stop())
+    else:
+        said = server.status()
+        print(said or f"No Spark Connect server running (its record is kept in {server.folder})")
+        return 0 if said else 3
     return 0
 
 
@@ -231,6 +254,14 @@ def main(argv: list[str] | None = None) -> int:
     fetch = sub.add_parser("fetch-jars", help="put Delta's jars (and SPARK_PACKAGES') on disk for every Spark start")
     fetch.add_argument("--to", help="the folder (default: SPARK_JARS_DIR, else share/sessions-assets/jars in the venv)")
     fetch.set_defaults(func=fetch_jars)
+    serve = sub.add_parser(
+        "spark-server", help="a long-lived Spark Connect server that runs attach to (SPARK_REMOTE=sc://host:port)"
+    )
+    serve.add_argument("action", choices=("start", "stop", "status"))
+    serve.add_argument("--data-root", **root)
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: loopback)")
+    serve.add_argument("--port", type=int, default=15002, help="the port to listen on (default 15002)")
+    serve.set_defaults(func=spark_server)
     try:
         args = parser.parse_args(argv)
         return args.func(args)

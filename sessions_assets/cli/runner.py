@@ -6,11 +6,8 @@ same functions as the sensors (``defs/planning.py``), with the partition range a
 
 from __future__ import annotations
 
-import fcntl
-import os
 from dataclasses import dataclass
 from datetime import date
-from pathlib import Path
 
 import dagster as dg
 
@@ -22,20 +19,6 @@ from sessions_assets.warehouse.storage import Storage
 
 # Runs log to the instance (the UI shows them); the console hears only about problems.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-
-
-def open_instance(data_root: str) -> dg.DagsterInstance:
-    """``$DAGSTER_HOME``'s instance, or one in ``<data root>/dagster_home`` for a local data root. Its
-    storage is created under a file lock: two first runs at once would race in SQLite's schema set-up."""
-    home = os.environ.get("DAGSTER_HOME")
-    if not home:
-        if "://" in data_root and not data_root.startswith("file:"):
-            raise SystemExit(f"{data_root} is not a local path: set DAGSTER_HOME to where Dagster keeps its runs.")
-        home = str(Path(data_root.removeprefix("file:")) / "dagster_home")
-    Path(home).mkdir(parents=True, exist_ok=True)
-    with open(Path(home) / ".instance.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        return dg.DagsterInstance.from_config(home)
 
 
 class RunFailed(Exception):

@@ -20,8 +20,6 @@ import tempfile
 from pathlib import Path
 
 MANIFEST = "packages.txt"
-# The driver JVM's class-data archive, made by ``fetch-jars`` beside the jars (``cli/archive.py``).
-CLASS_ARCHIVE = "driver-classes.jsa"
 
 
 class JarsMissing(RuntimeError):
@@ -63,17 +61,6 @@ def local_jars(folder: Path | None = None) -> list[str]:
             "(make setup does), or set SPARK_JARS_DIR to a folder it filled"
         )
     return sorted(str(p) for p in folder.glob("*.jar"))
-
-
-def class_archive(folder: Path | None = None) -> Path:
-    """Where ``fetch-jars`` leaves the driver JVM's class-data archive, beside the jars."""
-    return (folder or jars_dir()) / CLASS_ARCHIVE
-
-
-def driver_java_options(folder: Path | None = None) -> str:
-    """Map the class-data archive, when ``fetch-jars`` made one: a Spark start skips loading what it holds."""
-    archive = class_archive(folder)
-    return f"-XX:SharedArchiveFile={archive}" if archive.is_file() else ""
 
 
 def fetch(folder: Path | None = None) -> list[str]:

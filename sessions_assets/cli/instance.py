@@ -1,0 +1,29 @@
+"""Where the command line keeps a data root's Dagster instance (runs, sensor cursors) and its Spark Connect server."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+
+def instance_home(data_root: str) -> Path:
+    """``$DAGSTER_HOME``, or ``<data root>/dagster_home`` for a local data root."""
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        if "://" in data_root and not data_root.startswith("file:"):
+            raise SystemExit(f"{data_root} is not a local path: set DAGSTER_HOME to where Dagster keeps its runs.")
+        home = str(Path(data_root.removeprefix("file:")) / "dagster_home")
+    return Path(home)
+
+
+def open_instance(data_root: str):
+    """The instance at ``instance_home``. Its storage is created under a file lock: two first runs at once would
+    race in SQLite's schema set-up."""
+    import dagster as dg
+
+    home = instance_home(data_root)
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / ".instance.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return dg.DagsterInstance.from_config(str(home))
