@@ -28,7 +28,7 @@ FAIR_POOLS = """<?xml version="1.0"?>
   <pool name="default"><schedulingMode>FAIR</schedulingMode><weight>1</weight><minShare>0</minShare></pool>
 </allocations>
 """
-START_SECONDS, STOP_SECONDS = 180.0, 30.0
+START_SECONDS, STOP_SECONDS, RELEASE_SECONDS = 180.0, 30.0, 10.0
 
 
 class ServerError(RuntimeError):
@@ -98,13 +98,17 @@ class Server:
         if running:
             return f"Spark Connect server already running at {running['url']} (pid {running['pid']}, log {self.log})"
         url = f"sc://{host}:{port}"
-        if _answers(host, port):
-            raise ServerError(f"{host}:{port} is taken by another program: give another --port")
+        released = time.monotonic() + RELEASE_SECONDS  # a server that just died may hold its port a moment longer
+        while _answers(host, port):
+            if time.monotonic() > released:
+                raise ServerError(f"{host}:{port} is taken by another program: give another --port")
+            time.sleep(0.2)
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / "fair-scheduler.xml").write_text(FAIR_POOLS)
         command = self.command(host, port)  # before the process: a missing jar is said here, in one line
         env = {**os.environ, "SPARK_HOME": spark.spark_home(), "PYSPARK_PYTHON": sys.executable}
-        env.pop("SPARK_REMOTE", None)
+        for name in spark.CONNECT_CLIENT_VARIABLES:  # they would make spark-submit start a client, not a server
+            env.pop(name, None)
         with open(self.log, "w") as out:
             process = subprocess.Popen(
                 command,

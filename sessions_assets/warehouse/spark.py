@@ -35,6 +35,9 @@ STATIC = ("spark.sql.extensions", "spark.sql.catalog.spark_catalog", "spark.sql.
 # a server that restarts has lost the run's session anyway, and the daemon's retries and the sensors' backoff
 # request the work again (Spark Connect's own default keeps trying for ten minutes).
 CONNECT_RETRIES = 4
+# Set, even empty, they make pyspark build a Spark Connect client, and Spark's launcher leave the classic SQL jars
+# off every class path it builds (a driver's, a standalone worker's executors').
+CONNECT_CLIENT_VARIABLES = ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")
 
 
 class ServerUnreachable(RuntimeError):
@@ -126,9 +129,7 @@ def start_driver(config: dict[str, str]):
     """A classic session, starting this process's driver on first use (one per process: later calls share it)."""
     from pyspark.sql import SparkSession
 
-    # pyspark builds a Spark Connect session when either is in the environment (SPARK_REMOTE even empty; the other
-    # is set by a Spark Connect session of the parent process).
-    for name in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):
+    for name in CONNECT_CLIENT_VARIABLES:  # SPARK_CONNECT_MODE_ENABLED: set by a parent process's Connect session
         os.environ.pop(name, None)
     builder = SparkSession.builder
     for key, value in driver_config(config).items():
@@ -174,6 +175,11 @@ def one_line(error: BaseException) -> str:
     """What went wrong, in one line: a Spark Connect server that went away, the innermost Java cause of a Spark
     error, else the error's first line."""
     text = str(error)
+    if re.search(r"NO_ACTIVE_SESSION|SESSION_NOT_FOUND|SESSION_CLOSED", text[:3000]):
+        return (
+            f"the Spark Connect server at {remote() or 'SPARK_REMOTE'} no longer holds this run's session (it was "
+            "restarted or stopped during the run): run again; no table kept a partial write"
+        )
     if re.search(r"StatusCode\.UNAVAILABLE|failed to connect to all addresses|Connection refused", text[:3000]):
         found = re.search(r'details = "([^"]*)"', text)
         return _unreachable(remote() or "SPARK_REMOTE", found.group(1) if found else "unavailable")[:500]
