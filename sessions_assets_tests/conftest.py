@@ -1,4 +1,9 @@
-"""One local Spark session per test process, and a fresh data root per test.
+"""One Spark Connect server for the whole test run, a session of it per test process, and a fresh data root per test.
+
+The server is started once, by the process that collects the tests (``pytest_configure``), and every test worker,
+every process a test starts (the CLI, ``dg dev``'s runs) and every in-process run attaches to it through
+``SPARK_REMOTE``, as a deployment's runs do: one warm JVM for everything, and no test process can reach a JVM of
+its own. Tests of runs with a driver of their own unset ``SPARK_REMOTE`` in the processes they start.
 
 Tiers: the engine tests (``engine/``) call the DataFrame functions and the oracle; the Dagster tests
 (``pipeline/``) run the real jobs in-process against a test instance and real Delta tables, and those marked
@@ -10,6 +15,8 @@ the first two, ``make test`` all but S3.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -56,13 +63,37 @@ def pytest_xdist_make_scheduler(config, log):
     return FileOrSlowTier(config, log)
 
 
+def pytest_configure(config):
+    """Start the run's Spark Connect server, unless ``SPARK_REMOTE`` names one already: a server a developer keeps
+    running between runs (``sessions-assets spark-server start``), or the one the controller of these xdist
+    workers started."""
+    if os.environ.get("SPARK_REMOTE"):
+        return
+    from sessions_assets.cli.server import Server
+    from sessions_assets_tests.deployed import free_port
+
+    server = Server(Path(tempfile.mkdtemp(prefix="sessions-assets-test-spark-")))
+    server.start(port=free_port())
+    config.stash[SERVER] = server
+    os.environ["SPARK_REMOTE"] = server.running()["url"]
+
+
+def pytest_unconfigure(config):
+    server = config.stash.get(SERVER, None)
+    if server is not None:
+        server.stop()
+        shutil.rmtree(server.folder, ignore_errors=True)
+
+
+SERVER = pytest.StashKey()
+
+
 @pytest.fixture(scope="session")
 def spark():
-    from sessions_assets.defs.resources import SparkResource, spark_config
+    """This process's session on the run's Spark Connect server."""
+    from sessions_assets.warehouse import spark
 
-    session = SparkResource(spark_config=spark_config()).spark_session
-    yield session
-    session.stop()
+    return spark.session(spark.spark_config(), spark.remote())
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
+SENSORS = ("landing_sensor", "late_data_sensor")
 IN_FLIGHT_RUNS = ["QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"]
 FAILED_RUNS = ["FAILURE", "CANCELED"]
 
@@ -152,7 +153,42 @@ class DagsterDev:
         assert result["__typename"] == "LaunchBackfillSuccess", result
         return result["backfillId"]
 
+    def settled(self, storage) -> bool:
+        """Every received day of ``storage`` ingested, every derived table current, and nothing in flight."""
+        from sessions_assets.defs import planning
+
+        return not planning.landing(storage).due and planning.backlog(storage) is None and self.idle()
+
+    def wait_until_settled(self, storage, timeout: float, failures_allowed: bool = False) -> None:
+        """Until the pipeline has caught up with the landing zone (twice in a row, a few seconds apart); fails at
+        once on a failed sensor tick, or run (unless ``failures_allowed``), with what the UI would show."""
+        import pytest
+
+        deadline, calm = time.monotonic() + timeout, 0
+        while time.monotonic() < deadline:
+            self.assert_nothing_failed(runs_may_fail=failures_allowed)
+            calm = calm + 1 if self.settled(storage) else 0
+            if calm == 2:
+                return
+            time.sleep(3)
+        pytest.fail(f"not settled within {timeout} s; runs: {self.runs()}\n{self.tail()}")
+
+    def assert_nothing_failed(self, runs_may_fail: bool = False) -> None:
+        for name in SENSORS:
+            failed = [t for t in self.sensor(name)["ticks"] if t["status"] == "FAILURE"]
+            assert not failed, f"{name} ticks failed: {failed[0]['error']['message'][:2000]}"
+        if runs_may_fail:
+            return
+        assert not self.runs(FAILED_RUNS), self.runs(FAILED_RUNS)
+        backfills = self.backfills()
+        assert all(b["status"] not in ("FAILED", "COMPLETED_FAILED", "CANCELED") for b in backfills), backfills
+
     def idle(self) -> bool:
         """No run in flight and no backfill still requesting."""
         busy_backfills = [b for b in self.backfills() if b["status"] in ("REQUESTED", "CANCELING", "FAILING")]
         return not self.runs(IN_FLIGHT_RUNS) and not busy_backfills
+
+
+def tag(run: dict, key: str) -> str | None:
+    """A run's tag, as the GraphQL API lists them."""
+    return next((t["value"] for t in run["tags"] if t["key"] == key), None)

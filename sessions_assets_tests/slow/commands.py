@@ -8,15 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sessions_assets.defs.resources import DRIVER_JAVA_OPTIONS
+from sessions_assets.warehouse.spark import DRIVER_JAVA_OPTIONS
 
 TIMEOUT = 600
 COMMAND = [sys.executable, "-m", "sessions_assets.cli.main"]
 
 
 def user_env(**extra: str) -> dict[str, str]:
-    """The caller's environment without a Dagster home or pipeline settings, in UTC, then ``extra``. The JVM of
-    each short run compiles with C1 only: a third less CPU on two cores, the same results."""
+    """The caller's environment without a Dagster home or pipeline settings, in UTC, then ``extra``: its runs attach
+    to the tests' Spark Connect server (``SPARK_REMOTE``) unless ``extra`` unsets it. The JVM of a short run with a
+    driver of its own compiles with C1 only: a third less CPU on two cores, the same results."""
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME" and not k.startswith("SESSIONS_")}
     jvm = shlex.quote(f"{DRIVER_JAVA_OPTIONS} -XX:TieredStopAtLevel=1")
     conf = f"{env.get('SPARK_CONF', '')} spark.driver.extraJavaOptions={jvm}"
@@ -43,9 +44,15 @@ def python_traceback(stderr: str) -> bool:
     return "Traceback (most recent call last)" in stderr
 
 
-def start(*args: str, cwd: Path, out: Path) -> subprocess.Popen:
-    """``sessions-assets ARGS`` started in its own process group, writing to ``<out>.out`` and ``<out>.err``."""
+def start(*args: str, cwd: Path, out: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """``sessions-assets ARGS`` started in its own process group (``env`` over ``user_env()``), writing to
+    ``<out>.out`` and ``<out>.err``."""
     with open(f"{out}.out", "w") as stdout, open(f"{out}.err", "w") as stderr:
         return subprocess.Popen(
-            [*COMMAND, *args], cwd=cwd, env=user_env(), stdout=stdout, stderr=stderr, start_new_session=True
+            [*COMMAND, *args],
+            cwd=cwd,
+            env=user_env(**(env or {})),
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
         )

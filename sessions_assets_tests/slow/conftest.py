@@ -22,6 +22,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from sessions_assets.warehouse.spark import CONNECT_CLIENT_VARIABLES
 from sessions_assets_tests.deployed import free_port
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
@@ -30,14 +31,16 @@ WORKER_CORES, WORKER_MEMORY = 1, "1g"
 
 
 def start(command: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """A server in its own process group, its output in ``log``."""
+    """A server in its own process group, its output in ``log``. Not a Spark Connect client: a standalone worker
+    with ``SPARK_REMOTE`` set would start executors without Spark's SQL jars."""
+    inherited = {k: v for k, v in os.environ.items() if k not in CONNECT_CLIENT_VARIABLES}
     with open(log, "w") as out:
         return subprocess.Popen(
             command,
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, **(env or {})},
+            env={**inherited, **(env or {})},
             start_new_session=True,
         )
 
@@ -379,3 +382,16 @@ def s3_server(tmp_path_factory) -> Iterator[S3Server]:
         yield server
     finally:
         stop(process)
+
+
+@pytest.fixture
+def connect_server(tmp_path) -> Iterator:
+    """A Spark Connect server of the test's own (one the test may kill), from the ``SPARK_*`` variables."""
+    from sessions_assets.cli.server import Server
+
+    server = Server(tmp_path / "spark-server")
+    server.start(port=free_port())
+    try:
+        yield server
+    finally:
+        server.stop()

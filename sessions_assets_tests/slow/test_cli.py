@@ -12,7 +12,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from delta.tables import DeltaTable
 
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.storage import Storage
@@ -102,9 +101,9 @@ def test_repair_of_a_day_whose_sessions_were_lost_leaves_every_table_equal_to_th
     """The lost sessions include the bots' capped ones, which run into the next day."""
     root, _ = processed
     day = received_days(root)[1]
-    sessions = DeltaTable.forPath(spark, f"file:{root}/warehouse/sessions")
-    assert sessions.toDF().where(f"session_date = DATE'{day}' AND ended_by_cap").count() > 0
-    sessions.delete(f"session_date = DATE'{day}'")
+    sessions = f"file:{root}/warehouse/sessions"
+    assert spark.read.format("delta").load(sessions).where(f"session_date = DATE'{day}' AND ended_by_cap").count() > 0
+    spark.sql(f"DELETE FROM delta.`{sessions}` WHERE session_date = DATE'{day}'")
 
     repair = run("repair", "--data-root", str(root), "--from", day, "--to", day, cwd=root.parent)
 

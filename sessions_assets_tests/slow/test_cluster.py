@@ -1,9 +1,9 @@
-"""The pipeline on a real standalone Spark cluster: ``sessions-assets run`` with ``SPARK_MASTER=spark://...``.
+"""The pipeline on a real standalone Spark cluster (``SPARK_MASTER=spark://...``), in both Spark modes.
 
-The driver runs in the CLI's process; the tasks run in executors the master starts on two workers, which
-load Delta's jars from the driver (``spark.jars``) and start Python workers with this interpreter.
-Two received days first, then a third whose late events reach back into theirs; then every table
-equals the oracle's full recompute and a third run finds nothing to do.
+The driver runs in the CLI's process, or in a Spark Connect server the runs attach to; either way the tasks run in
+executors the master starts on two workers, which load Delta's jars from the driver (``spark.jars``) and start
+Python workers with this interpreter. Two received days first, then a third whose late events reach back into
+theirs; then every table equals the oracle's full recompute and a third run finds nothing to do.
 """
 
 from __future__ import annotations
@@ -13,48 +13,68 @@ import sys
 
 import pytest
 
+from sessions_assets.cli.server import Server
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import PARTITION_MAP
+from sessions_assets_tests.deployed import free_port
 from sessions_assets_tests.expected import assert_tables_match_oracle
 from sessions_assets_tests.slow.commands import cli
 
 pytestmark = pytest.mark.slow
 
 
-def test_the_pipeline_on_a_standalone_cluster_builds_exact_tables(spark_cluster, spark, tmp_path):
+@pytest.mark.parametrize("driver", ["own_driver", "connect_server"])
+def test_the_pipeline_on_a_standalone_cluster_builds_exact_tables(driver, spark_cluster, spark, tmp_path, monkeypatch):
     staging, data_root = tmp_path / "staging", tmp_path / "data"
     cli("generate", "--data-root", str(staging), "--days", "3", "--users", "8", "--seed", "3", cwd=tmp_path, env={})
     (data_root / "landing").mkdir(parents=True)
-    env = {
+    on_the_cluster = {
         "SPARK_MASTER": spark_cluster.url,
         "SPARK_DRIVER_MEMORY": "1g",
         "SPARK_CONF": "spark.executor.memory=512m",
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
-        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
-        "TZ": "UTC",
     }
-    folders = sorted((staging / "landing").iterdir())
-    for batch in (folders[:2], folders[2:]):
-        for folder in batch:
-            shutil.move(folder, data_root / "landing" / folder.name)
-        assert "- refresh:" in cli("run", "--data-root", str(data_root), cwd=tmp_path, env=env)
-    assert "Nothing to do" in cli("run", "--data-root", str(data_root), cwd=tmp_path, env=env)
+    env = {"DAGSTER_HOME": str(tmp_path / "dagster_home"), "TZ": "UTC"}
+    if driver == "own_driver":
+        env |= {**on_the_cluster, "SPARK_REMOTE": ""}
+    else:  # the server is the driver, started with the cluster's settings; the runs only attach to it
+        for name, value in on_the_cluster.items():
+            monkeypatch.setenv(name, value)
+        server = Server(tmp_path / "spark-server")
+        server.start(port=free_port())
+        env["SPARK_REMOTE"] = server.running()["url"]
+    try:
+        _runs(staging, data_root, tmp_path, env)
+    finally:
+        if driver == "connect_server":
+            server.stop()
 
-    # The executors did the work: each run was an application of the master, with an executor on each
-    # worker that ran tasks.
+    # The executors did the work: each run (or the server) was an application of the master, with an executor on
+    # each worker that ran tasks.
     state = spark_cluster.state()
     assert not state["activeapps"], state["activeapps"]
-    apps = [a for a in state["completedapps"] if a["name"] == "sessions-assets"]
-    assert len(apps) >= 2, state["completedapps"]
+    name = "sessions-assets" if driver == "own_driver" else "sessions-assets Spark Connect server"
+    apps = [a for a in state["completedapps"] if a["name"] == name]
+    assert len(apps) >= (2 if driver == "own_driver" else 1), state["completedapps"]
     executors = spark_cluster.executor_dirs()
     assert {d.parents[1] for d in executors} == set(spark_cluster.work_dirs), executors
     ran_tasks = [d for d in executors if "Finished task" in (d / "stderr").read_text(errors="replace")]
     assert {d.parents[1] for d in ran_tasks} == set(spark_cluster.work_dirs), "an idle worker"
 
     warehouse = Warehouse(spark, Storage(str(data_root)))
-    last_day = folders[-1].name.split("=")[1]
+    last_day = max(f.name for f in (data_root / "landing").iterdir()).split("=")[1]
     late = warehouse.read(PARTITION_MAP).where(f"received_date = '{last_day}' AND event_date < '{last_day}'")
     assert late.count() > 0, "the last received day brought no late events"
     assert_tables_match_oracle(warehouse, data_root)
+
+
+def _runs(staging, data_root, tmp_path, env) -> None:
+    """Two received days, then a third; then nothing is left to do."""
+    folders = sorted((staging / "landing").iterdir())
+    for batch in (folders[:2], folders[2:]):
+        for folder in batch:
+            shutil.move(folder, data_root / "landing" / folder.name)
+        assert "- refresh:" in cli("run", "--data-root", str(data_root), cwd=tmp_path, env=env)
+    assert "Nothing to do" in cli("run", "--data-root", str(data_root), cwd=tmp_path, env=env)
