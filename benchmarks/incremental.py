@@ -23,11 +23,13 @@ the full rebuild, the report says how many rows. Results go to
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import platform
 import random
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -55,9 +57,10 @@ from sessions_assets.cli.generate import (
     segment_redeliver,
 )
 from sessions_assets.cli.runner import Runner
+from sessions_assets.cli.server import Server
 from sessions_assets.defs import planning
 from sessions_assets.defs.jobs import DERIVED
-from sessions_assets.defs.resources import resources, spark_config
+from sessions_assets.defs.resources import resources
 from sessions_assets.engine import dedup, identity, lifecycle
 from sessions_assets.engine.sessionize import sessionize
 from sessions_assets.engine.users import IDENTIFIED, users
@@ -65,6 +68,7 @@ from sessions_assets.settings import Settings
 from sessions_assets.warehouse import tables
 from sessions_assets.warehouse.delta import Warehouse, on_days
 from sessions_assets.warehouse.ledger import horizon
+from sessions_assets.warehouse.spark import spark_config
 from sessions_assets.warehouse.storage import Storage
 
 RESULTS = Path(__file__).parent / "results"
@@ -192,7 +196,7 @@ def run_method(spark, method: str, root: Path, day: date, history: int, m: Measu
     wh = Warehouse(spark, Storage(str(root)))
     before = {t.name: wh.version(t) for t in tables.ALL}
     m.load.append(os.getloadavg())
-    pids = (os.getpid(), int(spark._jvm.java.lang.ProcessHandle.current().pid()))
+    pids = (os.getpid(), DRIVER_PID)
     inst, run = dagster(root)
     with inst, peak_rss(pids, m):
         started = time.perf_counter()
@@ -329,7 +333,16 @@ def bench(spark, args, history: int, per_day: int, repeat: int, mode: str) -> di
             f"  {method} = full rebuild" if not diff else f"  {method} DIFFERENT: {json.dumps(diff, default=str)[:600]}"
         )
     measured = {k: asdict(m) for k, m in methods.items()}
-    return dict(mode=mode, history=history, events_per_day=per_day, **phases, methods=measured, commit=commit())
+    spark_mode = "Spark Connect" if args.connect else "own driver"
+    return dict(
+        mode=mode,
+        spark=spark_mode,
+        history=history,
+        events_per_day=per_day,
+        **phases,
+        methods=measured,
+        commit=commit(),
+    )
 
 
 # --- reporting ------------------------------------------------------------------------------------------
@@ -349,7 +362,8 @@ def _row(case: dict, method: str) -> str:
         wrong = sum(d["incremental_only"] + d["full_only"] for d in m["differences"].values())
         versus = [f"{min(m['wall_s']) / min(full['wall_s']):.2f}", f"**NO**: {wrong:,} rows" if wrong else "yes"]
     return (
-        f"| {case['mode']} | {case['history']} | {case['events_per_day']:,} | {method} | {len(m['wall_s'])} "
+        f"| {case['mode']} | {case.get('spark', 'own driver')} | {case['history']} | {case['events_per_day']:,} "
+        f"| {method} | {len(m['wall_s'])} "
         f"| {_stat(m['wall_s'])} | {' | '.join(steps)} | {sum(t['rows'] for t in w):,} "
         f"| +{sum(t['added'] for t in w)}/-{sum(t['removed'] for t in w)} | {m['peak_rss_mb']:,.0f} | {load} "
         f"| {' | '.join(versus)} |"
@@ -358,7 +372,8 @@ def _row(case: dict, method: str) -> str:
 
 def markdown(report: dict) -> str:
     cases = sorted(
-        report["cases"].values(), key=lambda c: (c["mode"] != "small-day", c["events_per_day"], c["history"])
+        report["cases"].values(),
+        key=lambda c: (c["mode"] != "small-day", c["events_per_day"], c["history"], c.get("spark", "own driver")),
     )
     return "\n".join(
         [
@@ -366,7 +381,8 @@ def markdown(report: dict) -> str:
             "",
             f"{report['machine']}; last measured {report['date']}, each case on the code at its commit: "
             + ", ".join(
-                f"{c['mode']} H={c['history']} {c['events_per_day']:,}/day at {c.get('commit', report['commit'])}"
+                f"{c['mode']} ({c.get('spark', 'own driver')}) H={c['history']} {c['events_per_day']:,}/day at "
+                f"{c.get('commit', report['commit'])}"
                 for c in cases
             )
             + ".",
@@ -376,14 +392,15 @@ def markdown(report: dict) -> str:
             "Warm, in one process. Wall = the run (incremental: one run that ingests and refreshes; full rebuild: an",
             "ingest run and a repair run) (min, or min / median); steps from Dagster's step",
             "stats, `dagster` = the rest. Rows written, data files +/-: every table's commits' `operationMetrics`.",
-            "Peak RSS: this process + the Spark driver JVM. `÷ full`: wall / full-rebuild wall; `= full`: equal to the",
+            "Spark: the runs' own driver in this process, or a session of a Spark Connect server on this machine "
+            "(warmed by the warm-up run). Peak RSS: this process + the Spark driver JVM (the server's). `÷ full`: wall / full-rebuild wall; `= full`: equal to the",
             "full rebuild, or how many rows differ. The baselines recompute a window from `raw_events` outside Dagster",
             "(their step columns: the window's events and sessions; users and the snapshot from every session).",
             "",
-            "| mode | H | events/day | method | runs | wall s | ingest s | "
+            "| mode | Spark | H | events/day | method | runs | wall s | ingest s | "
             + "".join(f"{step} s | " for step in DERIVED)
             + "dagster s | rows written | files +/- | peak RSS MB | load | ÷ full | = full |",
-            "|---|---:|---:|---|---:|---:|---:|" + "---:|" * len(DERIVED) + "---:|---:|---:|---:|---|---:|---|",
+            "|---|---|---:|---:|---|---:|---:|---:|" + "---:|" * len(DERIVED) + "---:|---:|---:|---:|---|---:|---|",
             *(_row(case, method) for case in cases for method in case["methods"]),
             "",
             "Loading the history (not in the figures above): generating H + 1 days, one ingest run of the H days (a",
@@ -400,6 +417,33 @@ def markdown(report: dict) -> str:
             "",
         ]
     )
+
+
+DRIVER_PID = 0  # the JVM holding the Spark driver: this process's, or the Spark Connect server
+
+
+def start_spark(args):
+    """A session of this process's own driver, or (``--connect``) of a Spark Connect server started for the
+    benchmark, which every run then attaches to (``SPARK_REMOTE``)."""
+    global DRIVER_PID
+    if args.connect:
+        server = Server(args.workdir / "spark-server")
+        print(server.start(port=free_port()), flush=True)
+        atexit.register(server.stop)
+        os.environ["SPARK_REMOTE"] = server.running()["url"]
+        DRIVER_PID = server.running()["pid"]
+        return resources()["spark"].spark_session
+    from pyspark import SparkContext
+
+    spark = resources(remote="")["spark"].spark_session
+    DRIVER_PID = SparkContext._gateway.proc.pid  # the driver JVM pyspark started for this process
+    return spark
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def commit() -> str:
@@ -425,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="timed runs of the incremental method")
     parser.add_argument("--small-day", action="store_true", help="--history 7 --events-per-day 800 --repeat 3")
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--connect", action="store_true", help="runs attach to a Spark Connect server (started here)")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/sessions-bench"))
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--reuse-history", action="store_true", help="time again on a history in --workdir")
@@ -438,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.small_day:
         mode, histories, per_day, repeat = "small-day", [7], 800, 3
     started = time.perf_counter()
-    spark = resources()["spark"].spark_session
+    spark = start_spark(args)
     print(f"Spark started in {time.perf_counter() - started:.1f}s", flush=True)
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -451,7 +496,8 @@ def main(argv: list[str] | None = None) -> int:
         "spark": {k: spark_config()[k] for k in SPARK_KEYS},
     }
     for history in histories:
-        report["cases"][f"{mode} {history} {per_day}"] = bench(spark, args, history, per_day, repeat, mode)
+        key = f"{mode} {'connect' if args.connect else 'classic'} {history} {per_day}"
+        report["cases"][key] = bench(spark, args, history, per_day, repeat, mode)
         # Written after every H, so that a long run stopped early keeps what it measured.
         path.write_text(json.dumps(report, indent=1, default=str))
         (args.out / "incremental.md").write_text(markdown(report))
