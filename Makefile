@@ -1,5 +1,6 @@
 # Entry points. Each target sets up what it needs (a .venv with pinned packages) on a fresh machine.
 #   make demo       generate the bundled sample landing zone under ./data and run the whole pipeline
+#                   (LAYOUT=segment: laid out as Segment's S3 destination writes it; give it a DATA_ROOT of its own)
 #   make test       lint, then every test tier (what CI runs, via .ci/run)
 #   make test-fast  the engine and Dagster tiers (no multi-day pipeline scenarios, no processes): under 3 minutes
 #   make test-s3    the pipeline end to end on an S3-compatible server on loopback (downloads its jars)
@@ -40,8 +41,9 @@ $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 	mkdir -p $(DAGSTER_HOME)
 	cp dagster.yaml $@
 
+LAYOUT ?= received_date
 demo: setup $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/sessions-assets generate --data-root $(SESSIONS_DATA_ROOT) --days 7 --users 100
+	$(BIN)/sessions-assets generate --data-root $(SESSIONS_DATA_ROOT) --days 7 --users 100 --layout $(LAYOUT)
 	$(BIN)/sessions-assets run --data-root $(SESSIONS_DATA_ROOT)
 
 lint: setup

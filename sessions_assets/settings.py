@@ -14,6 +14,7 @@ from datetime import date, timedelta
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 ENV_PREFIX = "SESSIONS_"
+LAYOUTS = ("auto", "received_date", "segment")
 
 
 class SettingsError(ValueError):
@@ -26,6 +27,11 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     data_root: str = Field("data", description="$ROOT: a local path or an s3a://, abfss:// or gs:// URI.")
+    landing_layout: str = Field(
+        "auto",
+        description="How landing/ is laid out: received_date=YYYY-MM-DD/ folders, Segment's S3 destination "
+        "(segment-logs/<source-id>/<day in ms>/), or auto: whichever is there (both at once is refused).",
+    )
     start_date: str = Field(
         "2020-01-01",
         description="The first partition day (read when the definitions load); earlier events are too_late.",
@@ -48,6 +54,8 @@ class Settings(BaseModel):
         if self.session_gap_minutes <= 0 or self.max_session_hours <= 0:
             raise ValueError("session_gap_minutes and max_session_hours must be positive")
         date.fromisoformat(self.start_date)
+        if self.landing_layout not in LAYOUTS:
+            raise ValueError(f"landing_layout takes {', '.join(LAYOUTS)}")
         return self
 
     @classmethod
@@ -63,6 +71,12 @@ class Settings(BaseModel):
                 for e in error.errors()
             )
             raise SettingsError(problems) from None
+
+    def storage(self):
+        """The data root, its landing zone read in this layout."""
+        from sessions_assets.warehouse.storage import Storage
+
+        return Storage(self.data_root, self.landing_layout)
 
     @property
     def first_day(self) -> date:

@@ -39,6 +39,7 @@ ORACLE_EVENT_FIELDS = (
     "utm_campaign",
     "user_agent",
     "device_type",
+    "source_id",
     "event_date",
 )
 
@@ -66,8 +67,8 @@ def assert_tables_match_oracle(
     """Every table equals what the oracle computes from all landing lines at once (those under ``root``); returns
     the oracle. ``landing``: the data root whose landing folders were ingested, if not the warehouse's."""
     oracle = oracle or reference.recompute(landing_lines(root))
-    assert rows(wh.read(RAW_EVENTS), ["message_id", "received_date"]) == Counter(
-        (e["message_id"], date.fromisoformat(e["received_date"])) for e in oracle["accepted"]
+    assert rows(wh.read(RAW_EVENTS), ["message_id", "received_date", "source_id"]) == Counter(
+        (e["message_id"], date.fromisoformat(e["received_date"]), e["source_id"]) for e in oracle["accepted"]
     )
     accepted = Counter(
         (date.fromisoformat(e["received_date"]), e["timestamp"].astimezone(UTC).date()) for e in oracle["accepted"]
@@ -84,8 +85,8 @@ def assert_tables_match_oracle(
         day: (landing.fingerprint(day), per_day[day]) for day in folders
     }
     line_rejects = wh.read(REJECTED_EVENTS).where("payload IS NOT NULL")
-    assert rows(line_rejects, ["received_date", "payload", "reason"]) == Counter(
-        (date.fromisoformat(d), payload, reason) for d, payload, reason in oracle["rejected"]
+    assert rows(line_rejects, ["received_date", "payload", "reason", "source_id"]) == Counter(
+        (date.fromisoformat(d), payload, reason, source) for d, payload, reason, source in oracle["rejected"]
     )
     assert rows(wh.read(EVENTS), ORACLE_EVENT_FIELDS) == oracle_rows(
         [expected_event(e) for e in oracle["events"]], ORACLE_EVENT_FIELDS

@@ -97,16 +97,44 @@ def write_by_received_day(root: Path, lines: list[str], name: str = "part-0000.j
     return sorted(date.fromisoformat(d) for d in days)
 
 
-def landing_lines(root: Path) -> dict[str, list[str]]:
-    """Every line of the landing zone's readable files, by received day, read plainly (gzip included)."""
-    by_day: dict[str, list[str]] = {}
-    for path in sorted((Path(root) / "landing").glob("received_date=*/*")):
-        if path.name.startswith((".", "_")) or not path.name.endswith((".jsonl", ".json", ".jsonl.gz")):
+def write_segment_day(
+    root: Path, received_day: date | str, source: str, lines: list[str], name: str = "1710547200000.a1b2.gz"
+) -> Path:
+    """Write ``lines`` as one gzipped file of ``source`` for ``received_day``, as Segment's S3 destination does."""
+    day = date.fromisoformat(str(received_day))
+    path = Path(root) / "landing" / "segment-logs" / source / str(segment_millis(day)) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress("".join(line + "\n" for line in lines).encode(), mtime=0))
+    return path
+
+
+def segment_millis(day: date) -> int:
+    """The Unix milliseconds of a day's UTC midnight: the name of its folder in Segment's layout."""
+    return int(datetime.combine(day, datetime.min.time(), UTC).timestamp()) * 1000
+
+
+def _read(path: Path) -> list[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8", newline="") as f:
+        lines = re.split(r"\r\n|\r|\n", f.read())  # Hadoop's line breaks
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def landing_lines(root: Path) -> dict[str, list[str] | dict[str, list[str]]]:
+    """Every line of the landing zone's readable files, by received day, read plainly (gzip included); in
+    Segment's layout, by received day and source. Folders that are not a received day are left out."""
+    by_day: dict = {}
+    landing = Path(root) / "landing"
+    for path in sorted(landing.glob("received_date=*/*")):
+        if not path.name.startswith((".", "_")) and path.name.endswith((".jsonl", ".json", ".jsonl.gz")):
+            by_day.setdefault(path.parent.name.split("=")[1], []).extend(_read(path))
+    for path in sorted(landing.glob("segment-logs/*/*/*")):
+        millis, source = path.parent.name, path.parent.parent.name
+        if not millis.isdigit() or int(millis) % 86_400_000 or path.name.startswith((".", "_")):
             continue
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8", newline="") as f:
-            lines = re.split(r"\r\n|\r|\n", f.read())  # Hadoop's line breaks
-        if lines and lines[-1] == "":
-            lines.pop()
-        by_day.setdefault(path.parent.name.split("=")[1], []).extend(lines)
+        if path.is_file() and path.name.endswith((".gz", ".jsonl", ".json")):
+            day = (datetime.fromtimestamp(int(millis) / 1000, UTC)).date().isoformat()
+            by_day.setdefault(day, {}).setdefault(source, []).extend(_read(path))
     return by_day

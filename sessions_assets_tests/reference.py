@@ -12,7 +12,8 @@ This module is what the test-suite compares the real pipeline with. It is delibe
 The pieces, each usable on its own in tests::
 
     accept_line(line)                    -> (event, None) or (None, reason)
-    accept_landing({day: [lines]})       -> accepted events, rejects (received_date, payload, reason)
+    accept_landing({day: [lines]})       -> accepted events, rejects (received_date, payload, reason, source_id);
+                                            a day may be {source_id: [lines]} (Segment's layout)
     dedupe(events)                       -> one event per message_id (the earliest received copy)
     stitch(events)                       -> each event with its person as user_key
     sessionize(events)                   -> sessions (30-minute gap, 24-hour cap), numbered, with attributes
@@ -257,22 +258,27 @@ def attributes(message: dict) -> dict:
 
 
 def accept_landing(
-    lines_by_received_day: dict[str, list[str]], settings: Settings = DEFAULTS
-) -> tuple[list[dict], list[tuple[str, str, str]]]:
-    """Judge every line of every received day ('YYYY-MM-DD' -> lines).
+    lines_by_received_day: dict[str, list[str] | dict[str, list[str]]], settings: Settings = DEFAULTS
+) -> tuple[list[dict], list[tuple[str, str, str, str | None]]]:
+    """Judge every line of every received day ('YYYY-MM-DD' -> lines, or -> {source_id: lines} when the day
+    came from several Segment sources).
 
-    Returns the accepted events, each with ``received_date`` (the folder's day, as given) added, and the
-    rejects as ``(received_date, payload, reason)``; both in (received day, line) order.
+    Returns the accepted events, each with ``received_date`` (the folder's day, as given) and ``source_id``
+    (None without sources) added, and the rejects as ``(received_date, payload, reason, source_id)``; both in
+    (received day, source, line) order.
     """
     accepted: list[dict] = []
-    rejected: list[tuple[str, str, str]] = []
+    rejected: list[tuple[str, str, str, str | None]] = []
     for received_date in sorted(lines_by_received_day):
-        for line in lines_by_received_day[received_date]:
-            event, reason = accept_line(line, settings)
-            if event is not None:
-                accepted.append({**event, "received_date": received_date})
-            else:
-                rejected.append((received_date, line, reason))
+        day = lines_by_received_day[received_date]
+        by_source = day if isinstance(day, dict) else {None: day}
+        for source_id in sorted(by_source, key=lambda s: s or ""):
+            for line in by_source[source_id]:
+                event, reason = accept_line(line, settings)
+                if event is not None:
+                    accepted.append({**event, "received_date": received_date, "source_id": source_id})
+                else:
+                    rejected.append((received_date, line, reason, source_id))
     return accepted, rejected
 
 
@@ -283,8 +289,9 @@ def accept_landing(
 
 def _copy_rank(event: dict) -> tuple:
     """Which copy of a message wins: the earliest receivedAt, then the earliest received day, then the
-    smallest raw line. The last two only make the choice order-independent when receivedAt ties."""
-    return (event["received_at"], event["received_date"], event["payload"])
+    smallest raw line, then the first source by name (none first). The last three only make the choice
+    order-independent when receivedAt ties; the source, when two sources sent the same line."""
+    return (event["received_at"], event["received_date"], event["payload"], event.get("source_id") or "")
 
 
 def dedupe(events: list[dict]) -> list[dict]:

@@ -45,6 +45,8 @@ AGENTS = {
     "tablet": "Mozilla/5.0 (iPad; CPU OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1",
 }
 APPS = ("ios", "android")
+# Segment sources, as ``--layout segment`` lays them out: the website, the mobile app, the backend.
+SOURCES = ("web", "app", "server")
 SECOND_DEVICE = 0.2  # people who also use a second device
 SHARED_DEVICE_EVERY = 25  # every this-many people, two share a device
 LOGGED_OUT = 0.15  # bursts after the login that come logged out
@@ -197,10 +199,17 @@ def segment_broken_lines(rng: random.Random, received: datetime) -> list[tuple[s
 
 
 def generate_landing_zone(
-    data_root: str, days: int = 14, users: int = 200, seed: int = 7, end_date: date | None = None
+    data_root: str,
+    days: int = 14,
+    users: int = 200,
+    seed: int = 7,
+    end_date: date | None = None,
+    layout: str = "received_date",
 ) -> GenerateSummary:
-    """Write ``landing/received_date=YYYY-MM-DD/*`` under ``data_root`` (a path or a URI): two files a day, one
-    day's second file gzipped, another's named ``.json``."""
+    """Write the received days under ``data_root`` (a path or a URI). ``received_date``:
+    ``landing/received_date=YYYY-MM-DD/``, two files a day, one day's second file gzipped, another's named
+    ``.json``. ``segment``: Segment's S3 destination, ``landing/segment-logs/<source>/<day in ms>/*.gz``, a folder
+    a day for each of three sources (``SOURCES``). The same lines either way."""
     rng = random.Random(seed)
     last = end_date or (datetime.now(UTC).date() - timedelta(days=1))
     first = last - timedelta(days=days - 1)
@@ -260,7 +269,10 @@ def generate_landing_zone(
         for kind, line in segment_broken_lines(rng, noon):
             lines.append(line)
             summary.kinds[kind] += 1
-    _write(Storage(data_root), rng, by_day, summary)
+    if layout == "segment":
+        _write_segment(Storage(data_root, layout), rng, by_day, summary)
+    else:
+        _write(Storage(data_root, layout), rng, by_day, summary)
     return summary
 
 
@@ -282,6 +294,35 @@ def segment_redeliver(rng: random.Random, message: dict, at: datetime, received:
         else received + timedelta(hours=rng.randint(1, 48))
     )
     deliver(copy, copy_received, "shifted_copies")
+
+
+def source_of(line: str) -> str:
+    """Which Segment source sends a line: the server (``userId`` only), the mobile app, else the website (whose
+    bugs send the broken lines)."""
+    try:
+        message = json.loads(line)
+        context = message.get("context") or {}
+    except (ValueError, AttributeError):
+        return SOURCES[0]
+    if not isinstance(message, dict) or not isinstance(context, dict):
+        return SOURCES[0]
+    if message.get("userId") and not message.get("anonymousId"):
+        return SOURCES[2]
+    return SOURCES[1] if isinstance(context.get("device"), dict) else SOURCES[0]
+
+
+def _write_segment(storage: Storage, rng: random.Random, by_day: dict[date, list[str]], summary) -> None:
+    for day, lines in sorted(by_day.items()):
+        rng.shuffle(lines)
+        for source in SOURCES:
+            sent = [line for line in lines if source_of(line) == source]
+            # Segment's file names: the upload's Unix milliseconds and a random suffix.
+            at = int(datetime.combine(day, time(23, 59), UTC).timestamp() * 1000)
+            name = f"{at + rng.randrange(60_000)}.{rng.getrandbits(48):012x}.gz"
+            payload = gzip.compress("".join(line + "\n" for line in sent).encode(), mtime=0)
+            storage.write(f"{storage.folder(day, source)}/{name}", payload)
+            summary.files += 1
+            summary.lines += len(sent)
 
 
 def _write(storage: Storage, rng: random.Random, by_day: dict[date, list[str]], summary: GenerateSummary) -> None:

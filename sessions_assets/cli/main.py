@@ -1,7 +1,7 @@
 """``sessions-assets``: generate a sample landing zone, process it through Dagster, say what is due, repair days,
 keep the tables compact.
 
-    sessions-assets generate --data-root DIR [--days N] [--users N] [--seed S]
+    sessions-assets generate --data-root DIR [--days N] [--users N] [--seed S] [--layout received_date|segment]
     sessions-assets run      --data-root DIR
     sessions-assets status   --data-root DIR
     sessions-assets repair   --data-root DIR --from DAY [--to DAY] [--tables events,sessions,users,daily_snapshot]
@@ -22,17 +22,19 @@ import time
 from datetime import date
 
 from sessions_assets.settings import SettingsError
+from sessions_assets.warehouse.storage import LayoutError
 
 
 def _storage(args: argparse.Namespace, landing: bool = True):
-    from sessions_assets.warehouse.storage import Storage
+    from sessions_assets.settings import Settings
 
-    storage = Storage(args.data_root)
+    storage = Settings.from_env(data_root=args.data_root).storage()
     if not storage.root_exists():
         raise SystemExit(f"sessions-assets: no data root at {storage.root} (give --data-root or SESSIONS_DATA_ROOT)")
     if landing and not storage.landing_exists():
         raise SystemExit(
-            f"sessions-assets: no landing zone at {storage.landing} (received days go in landing/received_date=YYYY-MM-DD/)"
+            f"sessions-assets: no landing zone at {storage.landing} (received days go in "
+            "landing/received_date=YYYY-MM-DD/, or Segment's landing/segment-logs/<source-id>/<day in ms>/)"
         )
     return storage
 
@@ -40,7 +42,10 @@ def _storage(args: argparse.Namespace, landing: bool = True):
 def generate(args: argparse.Namespace) -> int:
     from sessions_assets.cli.generate import generate_landing_zone
 
-    print(generate_landing_zone(args.data_root, days=args.days, users=args.users, seed=args.seed))
+    summary = generate_landing_zone(
+        args.data_root, days=args.days, users=args.users, seed=args.seed, layout=args.layout
+    )
+    print(summary)
     return 0
 
 
@@ -233,6 +238,12 @@ def main(argv: list[str] | None = None) -> int:
     gen.add_argument("--days", type=int, default=14)
     gen.add_argument("--users", type=int, default=200)
     gen.add_argument("--seed", type=int, default=7)
+    gen.add_argument(
+        "--layout",
+        choices=("received_date", "segment"),
+        default="received_date",
+        help="received_date=YYYY-MM-DD/ folders, or Segment's S3 destination (segment-logs/<source>/<day in ms>/)",
+    )
     gen.set_defaults(func=generate)
     for name, func, text in (
         ("run", run, "ingest every new or changed received day, then refresh what it touched"),
@@ -267,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except SettingsError as error:
         print(f"sessions-assets: a SESSIONS_* setting is not valid: {error}", file=sys.stderr)
+        return 2
+    except LayoutError as error:
+        print(f"sessions-assets: {error}", file=sys.stderr)
         return 2
     except SystemExit as stop:
         if isinstance(stop.code, str):

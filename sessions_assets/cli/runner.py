@@ -15,7 +15,6 @@ from sessions_assets import definitions
 from sessions_assets.defs import planning
 from sessions_assets.defs.resources import resources
 from sessions_assets.settings import Settings
-from sessions_assets.warehouse.storage import Storage
 
 # Runs log to the instance (the UI shows them); the console hears only about problems.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -38,7 +37,7 @@ class Runner:
         self.instance = instance
         self.defs = definitions.defs()  # as deployed; each run is given ``resources`` in place of its own
         self.resources = resources
-        self.storage = Storage(resources["pipeline"].data_root)
+        self.storage = resources["pipeline"].storage()
 
     @classmethod
     def on(cls, instance: dg.DagsterInstance, settings: Settings) -> Runner:

@@ -16,7 +16,10 @@ from sessions_assets.defs.metadata import table
 from sessions_assets.defs.partitions import daily
 from sessions_assets.defs.resources import PipelineResource
 from sessions_assets.warehouse.ingest import ingest_days
-from sessions_assets.warehouse.storage import Storage
+
+
+def _file_name(uri: str, source: str | None) -> str:
+    return f"{source}/{uri.rsplit('/', 1)[-1]}" if source else uri.rsplit("/", 1)[-1]
 
 
 def _per_day(done) -> dg.MetadataValue:
@@ -36,6 +39,22 @@ def _per_day(done) -> dg.MetadataValue:
     )
 
 
+def _per_source(files: list[dict]) -> dict[str, dg.MetadataValue]:
+    """A row per Segment source of the run's days (none in the received_date layout)."""
+    sources: dict[str, dict] = {}
+    for f in files:
+        if f["source"] is not None:
+            row = sources.setdefault(
+                f["source"],
+                {"source_id": f["source"], "files": 0, "files_not_read": 0, "lines": 0, "accepted": 0, "rejected": 0},
+            )
+            row["files"] += 1
+            row["files_not_read"] += 1 if f.get("skipped") else 0
+            for key in ("lines", "accepted", "rejected"):
+                row[key] += f.get(key, 0)
+    return {"per_source": table([sources[s] for s in sorted(sources)])} if sources else {}
+
+
 @dg.multi_asset(
     specs=[
         dg.AssetSpec("raw_events", description="Every accepted line, as parsed, with its payload."),
@@ -50,7 +69,7 @@ def ingest(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeli
     """The run's received days, replaced whole in each table (the map, then the record of what was read, last)."""
     days = [date.fromisoformat(key) for key in context.partition_keys]
     # Taken before the files are read: a file that changes during the read makes its day due again.
-    storage = Storage(pipeline.data_root)
+    storage = pipeline.storage()
     fingerprints = {day: storage.fingerprint(day) for day in days}
     done = run_step(context, lambda: ingest_days(pipeline.warehouse(spark), pipeline, fingerprints))
     reasons: dict[str, int] = {}
@@ -58,9 +77,9 @@ def ingest(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeli
         for reason, n in d.reasons.items():
             reasons[reason] = reasons.get(reason, 0) + n
     files = [
-        {"received_day": day.isoformat(), "file": name.rsplit("/", 1)[-1], **counts}
+        {"received_day": day.isoformat(), "file": _file_name(uri, counts["source"]), **counts}
         for day, d in sorted(done.items())
-        for name, counts in sorted(d.files.items())
+        for uri, counts in sorted(d.files.items())
     ]
     event_days = sorted({e for d in done.values() for e in d.event_days})
     per_day = {"received_days": len(done), "per_received_day": _per_day(done)}
@@ -70,6 +89,7 @@ def ingest(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeli
             "lines": sum(d.lines for d in done.values()),
             "accepted": sum(d.accepted for d in done.values()),
             "files": dg.MetadataValue.json(files),
+            **_per_source(files),
             **per_day,
         },
     )

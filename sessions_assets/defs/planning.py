@@ -154,8 +154,10 @@ def landing(storage: Storage) -> Landing:
     lo, hi = bounds()
     recorded = DeltaLog(storage, RECEIVED_DAYS).version()
     seen = ledger.received(storage)
-    due, ignored = {}, []
+    due, ignored, checked = {}, [], set()
     for folder in storage.landing_folders():
+        if folder.day in checked:  # another source's folder of a day already looked at
+            continue
         if folder.day is None:
             ignored.append(folder)
         elif not lo <= folder.day <= hi:
@@ -165,6 +167,7 @@ def landing(storage: Storage) -> Landing:
                 )
             )
         else:
+            checked.add(folder.day)
             fingerprint = storage.fingerprint(folder.day)
             if folder.day not in seen or seen[folder.day].fingerprint != fingerprint:
                 due[folder.day] = fingerprint

@@ -14,7 +14,6 @@ from dagster_pyspark import LazyPySparkResource
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import spark
 from sessions_assets.warehouse.delta import Warehouse
-from sessions_assets.warehouse.storage import Storage
 
 
 class SparkResource(LazyPySparkResource):
@@ -33,7 +32,7 @@ class PipelineResource(dg.ConfigurableResource, Settings):
     rules in force, and the engine is given the resource itself."""
 
     def warehouse(self, spark: LazyPySparkResource) -> Warehouse:
-        return Warehouse(spark.spark_session, Storage(self.data_root))
+        return Warehouse(spark.spark_session, self.storage())
 
 
 # Read once, when the definitions load: the partitions' first day and the resource's defaults agree.

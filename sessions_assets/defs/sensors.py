@@ -16,7 +16,7 @@ import dagster as dg
 
 from sessions_assets.defs import jobs, planning
 from sessions_assets.defs.resources import PipelineResource
-from sessions_assets.warehouse.storage import Storage
+from sessions_assets.warehouse.storage import LayoutError
 
 INTERVAL_SECONDS = 10
 
@@ -32,7 +32,10 @@ def landing_sensor(context: dg.SensorEvaluationContext, pipeline: PipelineResour
     """Ingest (and refresh) the received days whose files differ from what their last ingest read. The cursor
     remembers what was already reported (folders that are not received days, failures), so each is logged once."""
     now = time.time()
-    landing = planning.landing(Storage(pipeline.data_root))
+    try:
+        landing = planning.landing(pipeline.storage())
+    except LayoutError as error:
+        return dg.SensorResult(skip_reason=str(error))
     ready = planning.ready(landing, planning.History.read(context.instance, now), now)
     messages = {f.name: f"landing folder {m}" for f, m in zip(landing.ignored, landing.describe_ignored(), strict=True)}
     for day, attempts in ready.waiting.items():
@@ -59,7 +62,7 @@ def late_data_sensor(context: dg.SensorEvaluationContext, pipeline: PipelineReso
     history = planning.History.read(context.instance)
     if history.ingesting():
         return dg.SkipReason("a received day is being ingested: its run refreshes, or a later tick does")
-    due = planning.backlog(Storage(pipeline.data_root))
+    due = planning.backlog(pipeline.storage())
     if due is None:
         return dg.SkipReason("every derived table has absorbed what was ingested")
     attempts, now = history.refresh(), time.time()

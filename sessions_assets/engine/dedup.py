@@ -1,7 +1,8 @@
 """One row per ``messageId``: the copy received first, whatever day it is on and whenever it arrives.
 
 The rule is written down once, here: copies are ranked by ``COPY_ORDER`` (earliest ``receivedAt``, then
-the earlier received day, then the payload), so every arrival order keeps the same copy. That copy's
+the earlier received day, then the payload, then the source: one message sent alike by two Segment sources),
+so every arrival order keeps the same copy. That copy's
 ``timestamp`` is the one that counts, so a copy received earlier but processed later can move its event
 to another event day.
 """
@@ -12,7 +13,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 KEY = "message_id"
-COPY_ORDER = ("received_at", "received_date", "payload")
+COPY_ORDER = ("received_at", "received_date", "payload", "source_id")
 
 
 def message_hash(message_id: Column) -> Column:

@@ -43,7 +43,8 @@ class IngestedDay:
     # Event days this ingest may have changed: those it maps now and those an earlier ingest of the same
     # received day mapped (a re-ingest without an event day must still correct that day).
     event_days: list[date] = field(default_factory=list)
-    files: dict[str, dict] = field(default_factory=dict)  # file name -> lines, accepted, rejected or why skipped
+    # file URI -> its source (Segment's layout), lines, accepted, rejected, or why it was not read
+    files: dict[str, dict] = field(default_factory=dict)
 
     @property
     def rejected(self) -> int:
@@ -74,7 +75,11 @@ def _replace_days(
     """The lines judged, counted per received day and file, and written: one commit per landing table."""
     days = sorted(fingerprints)
     day_of = {f.uri: day for day in days for f in files[day]}
-    received = wh.spark.createDataFrame(list(day_of.items()), "source_file string, received_date date")
+    source_of = {f.uri: f.source_id for day in days for f in files[day]}
+    received = wh.spark.createDataFrame(
+        [(uri, day, source_of[uri]) for uri, day in day_of.items()],
+        "source_file string, received_date date, source_id string",
+    )
     classified = (
         _with_device_classes(wh, accept.classify(accept.parse(lines), settings))
         .join(F.broadcast(received), "source_file")
@@ -84,7 +89,11 @@ def _replace_days(
     done = {
         day: IngestedDay(
             fingerprints[day],
-            files={f.uri: {"lines": 0, "accepted": 0, "rejected": 0} for f in files[day] if not f.skip_reason},
+            files={
+                f.uri: {"source": f.source_id, "lines": 0, "accepted": 0, "rejected": 0}
+                for f in files[day]
+                if not f.skip_reason
+            },
         )
         for day in days
     }
@@ -101,10 +110,16 @@ def _replace_days(
     skipped = [(f, f.skip_reason, f.detail) for day in days for f in files[day] if f.skip_reason] + broken
     for f, reason, detail in skipped:
         ingested = done[day_of[f.uri]]
-        ingested.files[f.uri] = {**ingested.files.get(f.uri, {}), "skipped": reason, "detail": detail}
+        ingested.files[f.uri] = {
+            "source": f.source_id,
+            **ingested.files.get(f.uri, {}),
+            "skipped": reason,
+            "detail": detail,
+        }
         ingested.reasons[reason] = ingested.reasons.get(reason, 0) + 1
     file_rows = wh.spark.createDataFrame(
-        [(None, reason, detail, f.uri, day_of[f.uri]) for f, reason, detail in skipped], REJECTED_EVENTS.schema
+        [(None, reason, detail, f.source_id, f.uri, day_of[f.uri]) for f, reason, detail in skipped],
+        REJECTED_EVENTS.schema,
     )
     rejected = classified.where(F.col("reason").isNotNull()).select(*REJECTED_EVENTS.columns).unionByName(file_rows)
     mapping = wh.spark.createDataFrame(

@@ -1,5 +1,9 @@
 """The data root as URIs: the landing zone's folders and files, and where each table lives.
 
+The landing zone is laid out as the collector writes it (``LAYOUTS``): ``received_date=YYYY-MM-DD/`` folders, or
+Segment's S3 destination, ``segment-logs/<source-id>/<day in ms>/``, where a received day is that day's folder of
+every source. Either way the rest of the pipeline sees received days, each a list of files and one fingerprint.
+
 Everything that touches a path goes through ``fsspec``, so a local directory and an object store
 (``s3a://``, ``abfss://``, ``gs://``) behave alike; fsspec takes the same URI schemes as Spark and needs
 no JVM, so sensors can list the landing zone without starting Spark. A file's fingerprint is what the
@@ -13,15 +17,20 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 
 from fsspec.core import url_to_fs
+
+# ``auto``: whichever of the two the landing zone holds (both at once is refused: ``LayoutError``).
+from sessions_assets.settings import LAYOUTS
 
 LANDING = "landing"
 WAREHOUSE = "warehouse"
 FOLDER = re.compile(r"received_date=(\d{4}-\d{2}-\d{2})")
-# What the landing zone may hold; ``.gz`` is decompressed by Spark.
-READABLE_SUFFIXES = (".jsonl", ".json", ".jsonl.gz")
+SEGMENT = "segment-logs"
+# What the landing zone may hold; ``.gz`` is decompressed by Spark. Segment names its files ``<...>.gz``.
+READABLE_SUFFIXES = {"received_date": (".jsonl", ".json", ".jsonl.gz"), "segment": (".gz", ".jsonl", ".json")}
+DAY_MS = 86_400_000
 # Store metadata that changes with a file's content, most specific first.
 _CONTENT_KEYS = ("ETag", "etag", "md5Hash", "content_md5", "crc32c", "created")
 
@@ -35,15 +44,20 @@ def as_uri(location: str) -> str:
     return "file:" + os.path.abspath(os.path.expanduser(location))
 
 
+class LayoutError(ValueError):
+    """The landing zone holds both layouts and no setting says which to read; the message says what to do."""
+
+
 @dataclass(frozen=True)
 class LandingFile:
     uri: str
-    name: str
+    name: str  # within its received day: the file's name, prefixed with its source in Segment's layout
     fingerprint: str
     # Why the file is not read ('skipped_file': a hidden or unsupported name; 'unreadable_file': the store
     # cannot describe it, e.g. a broken link), or None.
     skip_reason: str | None = None
     detail: str | None = None
+    source_id: str | None = None  # the Segment source whose folder holds it
 
 
 @dataclass(frozen=True)
@@ -55,10 +69,14 @@ class LandingFolder:
 
 
 class Storage:
-    """The data root: ``landing/received_date=YYYY-MM-DD/*`` in, ``warehouse/<table>`` out."""
+    """The data root: received days' files in ``landing/`` (``layout``: one of ``LAYOUTS``), ``warehouse/<table>``
+    out."""
 
-    def __init__(self, data_root: str):
+    def __init__(self, data_root: str, layout: str = "auto"):
+        if layout not in LAYOUTS:
+            raise LayoutError(f"SESSIONS_LANDING_LAYOUT={layout}: takes {', '.join(LAYOUTS)}")
         self.root = as_uri(data_root)
+        self._layout = layout
         # No cached listings: Spark writes the tables behind fsspec's back, and a Delta log listed from an
         # object store's cache (s3fs, gcsfs, adlfs keep one per client) would hide the newest commits.
         self.fs, self._root_path = url_to_fs(self.root, use_listings_cache=False)
@@ -87,61 +105,118 @@ class Storage:
     def landing_exists(self) -> bool:
         return self.fs.isdir(f"{self._root_path}/{LANDING}")
 
-    def landing_folders(self) -> list[LandingFolder]:
-        """Every folder of the landing zone, oldest received day first; misnamed ones last."""
-        path = f"{self._root_path}/{LANDING}"
+    def _children(self, path: str) -> list[tuple[str, dict]]:
+        """``(name, info)`` of each entry of a folder, or none when it is not one."""
         if not self.fs.isdir(path):
             return []
-        folders = []
-        for info in self.fs.ls(path, detail=True):
+        return [(info["name"].rstrip("/").rsplit("/", 1)[-1], info) for info in self.fs.ls(path, detail=True)]
+
+    @property
+    def layout(self) -> str:
+        """``received_date`` or ``segment``: as set, else as found (``LayoutError`` when both are found)."""
+        if self._layout != "auto":
+            return self._layout
+        names = {name for name, info in self._children(f"{self._root_path}/{LANDING}") if info["type"] == "directory"}
+        if SEGMENT in names and any(FOLDER.fullmatch(n) for n in names):
+            raise LayoutError(
+                f"{self.landing} holds both received_date=YYYY-MM-DD/ folders and {SEGMENT}/: set "
+                "SESSIONS_LANDING_LAYOUT to the one to read (received_date or segment)"
+            )
+        return "segment" if SEGMENT in names else "received_date"
+
+    def landing_folders(self) -> list[LandingFolder]:
+        """Every folder of the landing zone, oldest received day first; those that are not a received day's last
+        (with what is wrong). In Segment's layout a received day has a folder per source."""
+        layout, folders = self.layout, []
+        for name, info in self._children(f"{self._root_path}/{LANDING}"):
             if info["type"] != "directory":
                 continue
-            name = info["name"].rstrip("/").rsplit("/", 1)[-1]
-            match = FOLDER.fullmatch(name)
+            uri = self._uri(info["name"].rstrip("/"))
+            if layout == "segment" and name == SEGMENT:
+                folders += self._source_folders(info["name"].rstrip("/"))
+                continue
+            match = FOLDER.fullmatch(name) if layout == "received_date" else None
             day, problem = None, None
             if match is None:
-                problem = "not named received_date=YYYY-MM-DD"
+                problem = (
+                    "not named received_date=YYYY-MM-DD"
+                    if layout == "received_date"
+                    else f"not {SEGMENT}/ (SESSIONS_LANDING_LAYOUT=segment)"
+                )
             else:
                 try:
                     day = date.fromisoformat(match.group(1))
                 except ValueError:
                     problem = f"{match.group(1)} is not a calendar day"
-            folders.append(LandingFolder(self._uri(info["name"].rstrip("/")), name, day, problem))
+            folders.append(LandingFolder(uri, name, day, problem))
         return sorted(folders, key=lambda f: (f.day is None, f.day or date.max, f.name))
 
-    def folder(self, day: date) -> str:
+    def _source_folders(self, path: str) -> list[LandingFolder]:
+        """``segment-logs/<source-id>/<day in ms>`` folders; an empty source folder is reported."""
+        found = []
+        for source, info in self._children(path):
+            if info["type"] != "directory":
+                continue
+            name = f"{SEGMENT}/{source}"
+            days = [(n, i) for n, i in self._children(info["name"].rstrip("/")) if i["type"] == "directory"]
+            if not days:
+                found.append(LandingFolder(self._uri(info["name"].rstrip("/")), name, None, "an empty source folder"))
+            for folder, day_info in days:
+                day = _segment_day(folder)
+                problem = None if day else f"{folder} is not the millisecond start of a UTC day"
+                found.append(LandingFolder(self._uri(day_info["name"].rstrip("/")), f"{name}/{folder}", day, problem))
+        return found
+
+    def folder(self, day: date, source: str | None = None) -> str:
+        """A received day's folder (in Segment's layout, one source's)."""
+        if source is not None:
+            return f"{self.landing}/{SEGMENT}/{source}/{_segment_folder(day)}"
         return f"{self.landing}/received_date={day.isoformat()}"
 
     def landing_files(self, day: date) -> list[LandingFile]:
-        """The files of one received day, with what each would be read as, sorted by name."""
-        path = url_to_fs(self.folder(day))[1]
-        if not self.fs.isdir(path):
-            return []
-        files = []
-        for info in self.fs.ls(path, detail=True):
-            name = info["name"].rstrip("/").rsplit("/", 1)[-1]
-            if info["type"] == "directory":  # reported, so that no line in it goes unaccounted for
-                detail = "a folder: a received day's files are read from its own folder, not from subfolders"
-                files.append(LandingFile(self._uri(info["name"]), name, f"{name}:folder", "skipped_file", detail))
-                continue
-            files.append(self._describe(info, name))
+        """The files of one received day (of every source), with what each would be read as, sorted by name."""
+        layout = self.layout
+        if layout == "received_date":
+            return self._files(self.folder(day), None, READABLE_SUFFIXES[layout])
+        sources = [
+            name
+            for name, info in self._children(f"{self._root_path}/{LANDING}/{SEGMENT}")
+            if info["type"] == "directory"
+        ]
+        files = [
+            f for source in sources for f in self._files(self.folder(day, source), source, READABLE_SUFFIXES[layout])
+        ]
         return sorted(files, key=lambda f: f.name)
 
-    def _describe(self, info: dict, name: str) -> LandingFile:
-        uri = self._uri(info["name"])
+    def _files(self, folder: str, source: str | None, suffixes: tuple[str, ...]) -> list[LandingFile]:
+        path, prefix = url_to_fs(folder)[1], f"{source}/" if source else ""
+        files = []
+        for name, info in self._children(path):
+            if info["type"] == "directory":  # reported, so that no line in it goes unaccounted for
+                detail = "a folder: a received day's files are read from its own folder, not from subfolders"
+                name = prefix + name
+                files.append(
+                    LandingFile(self._uri(info["name"]), name, f"{name}:folder", "skipped_file", detail, source)
+                )
+                continue
+            files.append(self._describe(info, prefix + name, source, suffixes))
+        return sorted(files, key=lambda f: f.name)
+
+    def _describe(self, info: dict, name: str, source: str | None, suffixes: tuple[str, ...]) -> LandingFile:
+        uri, base = self._uri(info["name"]), name.rsplit("/", 1)[-1]
         if info.get("islink") or info["type"] != "file":
             try:  # follow a link to what it points at
                 info = {**self.fs.info(os.path.realpath(info["name"])), "name": info["name"]}
             except (OSError, ValueError) as error:
-                return LandingFile(uri, name, f"{name}:unreadable", "unreadable_file", _reason(error))
+                return LandingFile(uri, name, f"{name}:unreadable", "unreadable_file", _reason(error), source)
         fingerprint = f"{name}:{info.get('size')}:{_content_marker(info)}"
-        if name.startswith((".", "_")):
+        if base.startswith((".", "_")):
             detail = "hidden name (starts with '.' or '_'): an upload in progress or a marker file"
-            return LandingFile(uri, name, fingerprint, "skipped_file", detail)
-        if not name.endswith(READABLE_SUFFIXES):
-            detail = f"not one of {', '.join(READABLE_SUFFIXES)}"
-            return LandingFile(uri, name, fingerprint, "skipped_file", detail)
-        return LandingFile(uri, name, fingerprint)
+            return LandingFile(uri, name, fingerprint, "skipped_file", detail, source)
+        if not base.endswith(suffixes):
+            detail = f"not one of {', '.join(suffixes)}"
+            return LandingFile(uri, name, fingerprint, "skipped_file", detail, source)
+        return LandingFile(uri, name, fingerprint, source_id=source)
 
     def fingerprint(self, day: date) -> str:
         """Changes when a received day's folder gains, loses or changes a file."""
@@ -160,6 +235,20 @@ class Storage:
         self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
         with self.fs.open(path, "wb") as f:
             f.write(data)
+
+
+def _segment_day(folder: str) -> date | None:
+    """The received day a Segment folder names: the Unix milliseconds of its UTC midnight, else None."""
+    if not folder.isdigit() or int(folder) % DAY_MS:
+        return None
+    try:
+        return date(1970, 1, 1) + timedelta(days=int(folder) // DAY_MS)
+    except OverflowError:
+        return None
+
+
+def _segment_folder(day: date) -> str:
+    return str((day - date(1970, 1, 1)).days * DAY_MS)
 
 
 def _content_marker(info: dict) -> str:

@@ -58,15 +58,15 @@ RAW_EVENTS = Table(
     schema(
         "message_id string, message_hash long, type string, event string, user_id string, anonymous_id string, "
         "user_key string, "
-        f"timestamp timestamp, received_at timestamp, event_date date, {_ATTRIBUTES}, source_file string, "
-        "payload string, received_date date"
+        f"timestamp timestamp, received_at timestamp, event_date date, {_ATTRIBUTES}, source_id string, "
+        "source_file string, payload string, received_date date"
     ),
     partition="received_date",
     properties=(CHANGE_FEED,),
 )
 REJECTED_EVENTS = Table(
     "rejected_events",
-    schema("payload string, reason string, detail string, source_file string, received_date date"),
+    schema("payload string, reason string, detail string, source_id string, source_file string, received_date date"),
     partition="received_date",
 )
 PARTITION_MAP = Table(
@@ -90,7 +90,8 @@ EVENTS = Table(
     "events",
     schema(
         "message_id string, message_hash long, user_key string, user_id string, anonymous_id string, type string, "
-        f"event string, timestamp timestamp, received_at timestamp, received_date date, {_ATTRIBUTES}, event_date date"
+        f"event string, timestamp timestamp, received_at timestamp, received_date date, source_id string, "
+        f"{_ATTRIBUTES}, event_date date"
     ),
     partition=_monthly("event_date"),
     sort_by=("event_date", "user_key", "timestamp"),

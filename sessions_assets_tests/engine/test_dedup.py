@@ -11,15 +11,16 @@ from sessions_assets.engine import dedup
 from sessions_assets_tests import reference
 from sessions_assets_tests.cases import line
 
-COLUMNS = ["message_id", "timestamp", "received_at", "received_date", "event_date", "payload"]
+COLUMNS = ["message_id", "timestamp", "received_at", "received_date", "event_date", "payload", "source_id"]
 SCHEMA = (
-    "message_id string, timestamp timestamp, received_at timestamp, received_date date, event_date date, payload string"
+    "message_id string, timestamp timestamp, received_at timestamp, received_date date, event_date date, "
+    "payload string, source_id string"
 )
 
 
-def copy(received: str, timestamp: str, day: str, event: str = "Viewed") -> dict:
+def copy(received: str, timestamp: str, day: str, event: str = "Viewed", source: str | None = None) -> dict:
     event_row, _ = reference.accept_line(line(messageId="m-1", event=event, timestamp=timestamp, receivedAt=received))
-    return {**event_row, "received_date": date.fromisoformat(day)}
+    return {**event_row, "received_date": date.fromisoformat(day), "source_id": source}
 
 
 COPIES = [
@@ -31,15 +32,21 @@ COPIES = [
 
 
 def frame(spark, copies):
-    rows = [
-        (c["message_id"], c["timestamp"], c["received_at"], c["received_date"], c["timestamp"].date(), c["payload"])
-        for c in copies
-    ]
-    return spark.createDataFrame(rows, SCHEMA)
+    return spark.createDataFrame(
+        [(*(c[k] for k in COLUMNS[:4]), c["timestamp"].date(), *(c[k] for k in COLUMNS[5:])) for c in copies], SCHEMA
+    )
 
 
 def kept(df) -> list[tuple]:
     return sorted((r.message_id, r.payload) for r in df.collect())
+
+
+def test_one_message_sent_by_two_sources_is_kept_once_from_the_first_source_by_name(spark):
+    copies = [copy("2024-03-11T00:00:06Z", "2024-03-11T00:00:05Z", "2024-03-11", source=s) for s in ("web", "app")]
+    [expected] = reference.dedupe(copies)
+    for order in (copies, copies[::-1]):
+        [row] = dedup.keep_first(frame(spark, order)).collect()
+        assert (row.source_id, expected["source_id"]) == ("app", "app")
 
 
 @pytest.mark.parametrize("order", list(itertools.permutations(range(4)))[::5], ids=lambda o: "".join(map(str, o)))

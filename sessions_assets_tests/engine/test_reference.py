@@ -126,8 +126,8 @@ def test_accept_landing_keeps_every_line_once_with_its_received_day():
     accepted, rejected = accept_landing(days)
     assert [(e["received_date"], e["message_id"]) for e in accepted] == [("2024-03-16", "m-1"), ("2024-03-17", "m-2")]
     assert rejected == [
-        ("2024-03-16", line(messageId=""), "missing_message_id"),
-        ("2024-03-17", "oops", "malformed_json"),
+        ("2024-03-16", line(messageId=""), "missing_message_id", None),
+        ("2024-03-17", "oops", "malformed_json", None),
     ]
 
 
@@ -501,7 +501,7 @@ def test_recompute_from_landing_lines():
     }
     out = recompute(landing)
     assert [e["message_id"] for e in out["accepted"]] == ["a1", "a2", "a1", "b1"]
-    assert [(d, reason) for d, _, reason in out["rejected"]] == [
+    assert [(d, reason) for d, _, reason, _ in out["rejected"]] == [
         ("2024-03-10", "malformed_json"),
         ("2024-03-12", "future_timestamp"),
     ]

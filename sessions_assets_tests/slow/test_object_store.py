@@ -1,6 +1,7 @@
 """The pipeline on object storage: the data root is ``s3a://bucket/root`` on an S3-compatible server.
 
-The landing zone is uploaded with s3fs, as a Segment destination writes it; ``sessions-assets run`` lists it
+The landing zone is uploaded with s3fs, in either layout (``received_date=`` folders, or Segment's S3
+destination: ``segment-logs/<source>/<day in ms>/``); ``sessions-assets run`` lists it
 through fsspec (s3fs) and reads and writes through Spark's s3a connector (``hadoop-aws``). Two received days
 first, then a third whose late events reach back into theirs. The warehouse, copied back as it is on the
 store, must then equal the oracle's full recompute of the landing zone, and a third run finds nothing to do.
@@ -29,18 +30,22 @@ def _cli(*args: str, cwd: Path, env: dict[str, str]) -> str:
     return cli(*args, cwd=cwd, env=env, timeout=900)  # uploads and S3 round trips
 
 
-def test_the_pipeline_on_s3_builds_exact_tables(s3_server, spark, tmp_path, monkeypatch):
+@pytest.mark.parametrize("layout", ["received_date", "segment"])
+def test_the_pipeline_on_s3_builds_exact_tables(layout, s3_server, spark, tmp_path, monkeypatch):
     staging = tmp_path / "staging"
-    _cli("generate", "--data-root", str(staging), "--days", "3", "--users", "8", "--seed", "11", cwd=tmp_path, env={})
+    generate = ("generate", "--data-root", str(staging), "--days", "3", "--users", "8", "--seed", "11")
+    _cli(*generate, "--layout", layout, cwd=tmp_path, env={})
     root = f"{s3_server.bucket}/root"
     data_root = f"s3a://{root}"
     fs = s3_server.filesystem()
     env = {**s3_server.env(), "DAGSTER_HOME": str(tmp_path / "dagster_home"), "SPARK_DRIVER_MEMORY": "2g", "TZ": "UTC"}
 
-    folders = sorted((staging / "landing").iterdir())
-    for batch in (folders[:2], folders[2:]):
-        for folder in batch:
-            fs.put(str(folder), f"{root}/landing/{folder.name}", recursive=True)
+    folders = Storage(str(staging)).landing_folders()  # a received day's folder, or each source's of a day
+    days = sorted({f.day for f in folders})
+    for batch in (days[:2], days[2:]):
+        for folder in (f for f in folders if f.day in batch):
+            local = Path(folder.uri.removeprefix("file:"))
+            fs.put(str(local), f"{root}/landing/{local.relative_to(staging / 'landing')}", recursive=True)
         assert "- refresh:" in _cli("run", "--data-root", data_root, cwd=tmp_path, env=env)
     assert "Nothing to do" in _cli("run", "--data-root", data_root, cwd=tmp_path, env=env)
     assert "received days to ingest: none" in _cli("status", "--data-root", data_root, cwd=tmp_path, env=env)
@@ -51,7 +56,7 @@ def test_the_pipeline_on_s3_builds_exact_tables(s3_server, spark, tmp_path, monk
     copy = tmp_path / "copy"
     fs.get(f"{root}/warehouse", str(copy / "warehouse"), recursive=True)
     warehouse = Warehouse(spark, Storage(str(copy)))
-    last_day = folders[-1].name.split("=")[1]
+    last_day = days[-1].isoformat()
     late = warehouse.read(PARTITION_MAP).where(f"received_date = '{last_day}' AND event_date < '{last_day}'")
     assert late.count() > 0, "the last received day brought no late events"
     # The landing folders' fingerprints as the store lists them: fsspec took its settings from the environment
