@@ -1,4 +1,5 @@
-"""The deployed path: ``dg dev`` with its daemon, sensors switched on, days dropped into the landing zone.
+"""The deployed path: ``dg dev`` with its daemon, sensors switched on, days dropped into the landing zone as
+Segment's S3 destination writes them (``segment-logs/<source>/<day in ms>/``, three sources).
 
 Nothing here runs the project's jobs itself: the daemon evaluates the sensors (with every check it makes
 on their requests) and launches the runs in their own processes, attached to the tests' Spark Connect server,
@@ -42,8 +43,12 @@ def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path,
     staging, data_root, home = tmp_path / "staging", tmp_path / "data", tmp_path / "dagster_home"
     user_home = tmp_path / "home"
     user_home.mkdir()
-    assert main(["generate", "--data-root", str(staging), "--days", "5", "--users", "15", "--seed", "5"]) == 0
-    folders = sorted((staging / "landing").iterdir())
+    generate = ["generate", "--data-root", str(staging), "--days", "5", "--users", "15", "--seed", "5"]
+    assert main([*generate, "--layout", "segment"]) == 0
+    by_day: dict[str, list[Path]] = {}  # a received day: its folder in each source's folder
+    for folder in Storage(str(staging)).landing_folders():
+        by_day.setdefault(folder.day.isoformat(), []).append(Path(folder.uri.removeprefix("file:")))
+    days = sorted(by_day)
     (data_root / "landing").mkdir(parents=True)
     home.mkdir()
     shutil.copy(PROJECT / "dagster.yaml", home / "dagster.yaml")
@@ -72,10 +77,10 @@ def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path,
             dev.start_sensor(name)
             assert dev.sensor(name)["status"] == "RUNNING"
 
-        # Two received days dropped in at once: one run ingests both and refreshes what they touched.
-        for folder in folders[:2]:
-            shutil.move(folder, data_root / "landing" / folder.name)
-        days = [f.name.split("=")[1] for f in folders]
+        # Two received days dropped in at once (every source's folders of both, moved in in one rename): one run
+        # ingests both and refreshes what they touched.
+        _drop(by_day, days[:2], tmp_path / "gathered" / "segment-logs")
+        shutil.move(tmp_path / "gathered" / "segment-logs", data_root / "landing" / "segment-logs")
         dev.wait_until_settled(storage, timeout=TIMEOUT)
         [first] = dev.runs()
         assert first["jobName"] == "process_job" and tag(first, "dagster/sensor_name") == "landing_sensor"
@@ -94,8 +99,7 @@ def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path,
         # back seconds later, and the daemon's retry completes the days with no one acting.
         events, port = DeltaLog(storage, EVENTS), int(env["SPARK_REMOTE"].rsplit(":", 1)[1])
         before = events.version()
-        for folder in folders[2:]:  # days whose late events land on the first two days' partitions
-            shutil.move(folder, data_root / "landing" / folder.name)
+        _drop(by_day, days[2:], data_root / "landing" / "segment-logs")  # late events reach the first days
         deadline = time.monotonic() + TIMEOUT
         while events.version() == before:  # their run's refresh has written events
             assert time.monotonic() < deadline, f"no refresh in time: {dev.runs()}\n{dev.tail()}"
@@ -128,6 +132,14 @@ def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path,
     status = cli("status", "--data-root", str(data_root), cwd=home, env=on_the_instance)
     assert "received days to ingest: none" in status and "refresh due: no" in status, status
     assert "Nothing to do" in cli("run", "--data-root", str(data_root), cwd=home, env=on_the_instance)
+
+
+def _drop(by_day: dict[str, list[Path]], days: list[str], into: Path) -> None:
+    """Move the days' folders into ``into`` (a ``segment-logs`` folder), each under its source."""
+    for day in days:
+        for folder in by_day[day]:
+            (into / folder.parent.name).mkdir(parents=True, exist_ok=True)
+            shutil.move(folder, into / folder.parent.name / folder.name)
 
 
 def _days_between(first: str, last: str) -> list[str]:
