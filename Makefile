@@ -42,6 +42,8 @@ $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 	cp dagster.yaml $@
 
 LAYOUT ?= received_date
+# The sample's own site: a referrer there is internal navigation, no channel (sessions_assets/cli/generate.py).
+demo dev: export SESSIONS_OWN_DOMAINS ?= shop.example
 demo: setup $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/sessions-assets generate --data-root $(SESSIONS_DATA_ROOT) --days 7 --users 100 --layout $(LAYOUT)
 	$(BIN)/sessions-assets run --data-root $(SESSIONS_DATA_ROOT)

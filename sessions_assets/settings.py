@@ -47,6 +47,21 @@ class Settings(BaseModel):
         description="An anonymousId belongs to the userId of its latest link; off: user_key is userId, else anonymousId.",
     )
 
+    own_domains: str = Field(
+        "",
+        description="Comma-separated domains of the site itself: a referrer on one (or under one) is internal "
+        "navigation, no referrer, for the channel group.",
+    )
+    conversion_events: str = Field(
+        "Order Completed,Signed Up",
+        description="Comma-separated track event names that count as conversions (and carry revenue).",
+    )
+    channel_rules: str = Field(
+        "",
+        description="A channel rule table (JSON) to use instead of the shipped one, "
+        "sessions_assets/engine/channel_rules.json: copy it, edit it, point this at the copy.",
+    )
+
     @model_validator(mode="after")
     def _rules_hold(self) -> Settings:
         if not 1 <= self.lapsing_days < self.dormant_days:
@@ -56,6 +71,7 @@ class Settings(BaseModel):
         date.fromisoformat(self.start_date)
         if self.landing_layout not in LAYOUTS:
             raise ValueError(f"landing_layout takes {', '.join(LAYOUTS)}")
+        _ = self.rules  # a rule table that cannot be applied stops the definitions, in one line
         return self
 
     @classmethod
@@ -77,6 +93,21 @@ class Settings(BaseModel):
         from sessions_assets.warehouse.storage import Storage
 
         return Storage(self.data_root, self.landing_layout)
+
+    @property
+    def rules(self):
+        """The channel rule table in force (``engine/channels.py``)."""
+        from sessions_assets.engine import channels
+
+        return channels.load(self.channel_rules)
+
+    @property
+    def own_domain_list(self) -> tuple[str, ...]:
+        return tuple(d.strip().lower().removeprefix("www.") for d in self.own_domains.split(",") if d.strip())
+
+    @property
+    def conversion_event_list(self) -> tuple[str, ...]:
+        return tuple(e.strip() for e in self.conversion_events.split(",") if e.strip())
 
     @property
     def first_day(self) -> date:

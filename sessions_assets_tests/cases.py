@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from decimal import Decimal
 
 
 def T(text: str) -> datetime:
@@ -142,4 +143,23 @@ ACCEPTED = [
         "u1",
         T("2024-03-17 00:30"),
     ),
+]
+
+
+def with_revenue(raw: str) -> str:
+    """A good line whose ``properties.revenue`` is the JSON text ``raw``."""
+    return line(properties=DROP)[:-1] + f', "properties": {{"revenue": {raw}}}}}'
+
+
+# (properties.revenue as written, what it counts as)
+REVENUES = [
+    ("19.99", Decimal("19.990000")),
+    ("5", Decimal("5.000000")),
+    ("1.0000005", Decimal("1.000001")),  # half up
+    ("-2.50", Decimal("-2.500000")),
+    ("1.5e2", Decimal("150.000000")),
+    ('"19.99"', None),  # text is not a number
+    ("true", None),
+    ("null", None),
+    ("1e40", None),  # more than DECIMAL(38,6) holds
 ]

@@ -39,6 +39,7 @@ ORACLE_EVENT_FIELDS = (
     "utm_campaign",
     "user_agent",
     "device_type",
+    "revenue",
     "source_id",
     "event_date",
 )

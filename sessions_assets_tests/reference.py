@@ -29,12 +29,14 @@ Where the contract leaves a detail open, the choice made here is written next to
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, timezone
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation, localcontext
 from fractions import Fraction
 
 __all__ = [
@@ -65,6 +67,8 @@ class Settings:
     lapsing_days: int = 7  # lapsing: the last session was 1..lapsing_days days before D
     dormant_days: int = 30  # dormant: lapsing_days+1..dormant_days days; churned: more than that
     stitch_identities: bool = True  # off: an event's user_key is its userId, else its anonymousId
+    own_domains: tuple[str, ...] = ()  # a referrer on one of these, or under one, is no referrer
+    conversion_events: tuple[str, ...] = ("Order Completed", "Signed Up")
 
 
 DEFAULTS = Settings()
@@ -186,7 +190,7 @@ def accept_line(line: str, settings: Settings = DEFAULTS) -> tuple[dict | None, 
     # 1. malformed_json: the line is not a JSON object (blank lines, arrays, numbers, broken JSON).
     # Decision: strictly JSON: NaN and Infinity are not numbers, and an unpaired surrogate escape is not text.
     try:
-        message = json.loads(line, parse_constant=_no_constant)
+        message = json.loads(line, parse_constant=_no_constant, parse_float=Decimal)
     except ValueError:  # json.JSONDecodeError is a ValueError; "" and "   " raise it too
         return None, "malformed_json"
     if not isinstance(message, dict) or _has_lone_surrogate(message):
@@ -232,8 +236,23 @@ def accept_line(line: str, settings: Settings = DEFAULTS) -> tuple[dict | None, 
         "received_at": received_at,
         "payload": line,
         **attributes(message),
+        "revenue": revenue(_at(message, "properties", "revenue")),
     }
     return event, None
+
+
+def revenue(value) -> Decimal | None:
+    """A JSON number, rounded half up to 6 places; None for anything else, or a number too large for
+    DECIMAL(38,6). Decision: a number with 32 or more integer digits does not fit, so counts as no revenue."""
+    if isinstance(value, bool) or not isinstance(value, int | Decimal):
+        return None
+    with localcontext() as exact:
+        exact.prec = 60
+        try:
+            rounded = Decimal(value).quantize(Decimal("0.000001"), rounding=ROUND_HALF_UP)
+        except InvalidOperation:  # more digits than any DECIMAL(38,6) holds
+            return None
+    return rounded if abs(rounded) < Decimal(10) ** 32 else None
 
 
 def attributes(message: dict) -> dict:
@@ -381,7 +400,7 @@ def sessionize(events: list[dict], settings: Settings = DEFAULTS) -> list[dict]:
         if current:
             runs.append((current, False))
         for number, (run, capped) in enumerate(runs, start=1):
-            sessions.append(describe(user_key, number, run, capped))
+            sessions.append(describe(user_key, number, run, capped, settings))
     return sessions
 
 
@@ -398,6 +417,7 @@ def _first_carrying(events: list[dict], *fields: str) -> dict | None:
 MOBILE = {"smartphone", "feature phone", "phablet", "wearable", "portable media player", "camera"}
 
 
+@functools.cache  # the library takes milliseconds an agent; the answer never changes
 def device_class(user_agent: str) -> str:
     """mobile, tablet or desktop (anything else, unrecognised agents included), per device_detector's type."""
     from device_detector import DeviceDetector
@@ -407,7 +427,97 @@ def device_class(user_agent: str) -> str:
     return "tablet" if kind == "tablet" else "mobile" if kind in MOBILE else "desktop"
 
 
-def describe(user_key: str, number: int, events: list[dict], ended_by_cap: bool) -> dict:
+@functools.cache
+def is_bot(user_agent: str) -> bool:
+    """A crawler, spider, monitor or other bot, per device_detector's bot list."""
+    from device_detector import DeviceDetector
+
+    return bool(DeviceDetector(user_agent).parse().is_bot())
+
+
+# The contract's source categories and its paid mediums, as it writes them.
+SEARCH = {"google", "bing", "yahoo", "duckduckgo", "baidu", "yandex", "ecosia", "naver", "ask", "brave", "startpage"}
+SOCIAL = {
+    "facebook",
+    "instagram",
+    "linkedin",
+    "twitter",
+    "pinterest",
+    "reddit",
+    "tiktok",
+    "snapchat",
+    "threads",
+    "mastodon",
+}
+VIDEO = {"youtube", "vimeo", "twitch", "dailymotion"}
+PAID = re.compile(r"(.*cp.*|ppc|retargeting|paid.*)", re.DOTALL)
+EMAIL = {"email", "e-mail", "e_mail", "e mail"}
+# Decision: "trimmed" strips ASCII whitespace (space, tab, line breaks, vertical tab, form feed).
+WHITESPACE = " \t\n\x0b\f\r"
+# Decision: a referrer is a URL when it starts scheme://; its host runs to the first '/', '?', '#' or ':'
+# (past any user@). Anything else has no host.
+URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://(?:[^/?#@]*@)?([^/?#:]+)")
+
+
+def referrer_host(referrer: str | None, own_domains: tuple[str, ...] = ()) -> str:
+    """The referrer's host, lowercased, without a leading ``www.``; '' when there is none or it is internal."""
+    found = URL.match(referrer or "")
+    host = found.group(1).lower() if found else ""
+    host = host[len("www.") :] if host.startswith("www.") else host
+    if any(host == d or host.endswith("." + d) for d in own_domains):
+        return ""
+    return host
+
+
+def channel_group(session: dict, settings: Settings = DEFAULTS) -> str:
+    """The contract's default channel group of a session: the first of its sixteen rules that matches."""
+
+    def clean(value: str | None) -> str:
+        return (value or "").lower().strip(WHITESPACE)
+
+    s, m, c = clean(session["utm_source"]), clean(session["utm_medium"]), clean(session["utm_campaign"])
+    h = referrer_host(session["referrer"], settings.own_domains)
+    source = s or h
+
+    def source_in(category: set[str]) -> bool:
+        return bool(source) and (source in category or any(label in category for label in source.split(".")))
+
+    paid = PAID.fullmatch(m) is not None
+    if not s and not m and not h:
+        return "Direct"
+    if "cross-network" in c:
+        return "Cross-network"
+    for category, channel in ((SEARCH, "Paid Search"), (SOCIAL, "Paid Social"), (VIDEO, "Paid Video")):
+        if source_in(category) and paid:
+            return channel
+    if m in ("display", "banner", "expandable", "interstitial", "cpm"):
+        return "Display"
+    if paid:
+        return "Paid Other"
+    if source_in(SEARCH) or m == "organic":
+        return "Organic Search"
+    if source_in(SOCIAL) or m in ("social", "social-network", "social-media", "sm", "social network", "social media"):
+        return "Organic Social"
+    if source_in(VIDEO) or "video" in m:
+        return "Organic Video"
+    if s in EMAIL or m in EMAIL:
+        return "Email"
+    if m == "affiliate":
+        return "Affiliates"
+    if s == "sms" or m == "sms":
+        return "SMS"
+    if m.endswith("push") or "mobile" in m or "notification" in m:
+        return "Mobile Push Notifications"
+    if m in ("referral", "app", "link") or (not m and h):
+        return "Referral"
+    return "Unassigned"
+
+
+def is_conversion(event: dict, settings: Settings = DEFAULTS) -> bool:
+    return event.get("type") == "track" and event.get("event") in settings.conversion_events
+
+
+def describe(user_key: str, number: int, events: list[dict], ended_by_cap: bool, settings: Settings = DEFAULTS) -> dict:
     """A session's row from its events in (timestamp, message_id) order: the contract's "Sessions" list."""
     start, end = events[0]["timestamp"], events[-1]["timestamp"]
     with_path = [e for e in events if e.get("page_path") is not None]
@@ -416,7 +526,9 @@ def describe(user_key: str, number: int, events: list[dict], ended_by_cap: bool)
     agent = _first_carrying(events, "user_agent")
     sent_type = _first_carrying(events, "device_type")
     stamp = start.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
-    return {
+    converted = [e for e in events if is_conversion(e, settings)]
+    revenues = [e["revenue"] for e in converted if e.get("revenue") is not None]
+    session = {
         "session_id": hashlib.sha256(f"{user_key}|{stamp}".encode()).hexdigest()[:32],
         "user_key": user_key,
         "session_number": number,
@@ -435,8 +547,13 @@ def describe(user_key: str, number: int, events: list[dict], ended_by_cap: bool)
         "utm_campaign": campaign.get("utm_campaign"),
         "device_type": device_class(agent["user_agent"]) if agent else sent_type["device_type"] if sent_type else None,
         "ended_by_cap": ended_by_cap,
+        "is_bot": is_bot(agent["user_agent"]) if agent else False,
+        "conversions": len(converted),
+        "revenue": sum(revenues, Decimal(0)) if revenues else None,
+        "first_conversion_at": converted[0]["timestamp"] if converted else None,
         "session_date": start.astimezone(UTC).date(),
     }
+    return {**session, "default_channel_group": channel_group(session, settings)}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -535,12 +652,21 @@ def daily_snapshot(sessions: list[dict], horizon: date, settings: Settings = DEF
 # Users
 # --------------------------------------------------------------------------------------------------
 
-FIRST_TOUCH = ("landing_path", "referrer", "utm_source", "utm_medium", "utm_campaign", "device_type")
+FIRST_TOUCH = (
+    "landing_path",
+    "referrer",
+    "utm_source",
+    "utm_medium",
+    "utm_campaign",
+    "device_type",
+    "default_channel_group",
+)
 
 
-def users(events: list[dict], sessions: list[dict]) -> list[dict]:
+def users(events: list[dict], sessions: list[dict], settings: Settings = DEFAULTS) -> list[dict]:
     """One row per person: its userId (None for a visitor never identified), when it was first and last seen,
-    its sessions, events and distinct anonymousIds, and its first session's source as ``first_*``."""
+    its sessions, events and distinct anonymousIds, its first session's source as ``first_*``, and its
+    conversions: how many, their revenue (None when none carries any) and when the first was."""
     by_person: dict[str, list[dict]] = {}
     for event in events:
         by_person.setdefault(event["user_key"], []).append(event)
@@ -550,6 +676,7 @@ def users(events: list[dict], sessions: list[dict]) -> list[dict]:
     for person, own in sorted(by_person.items()):
         first = first_sessions[person]
         user_ids = {e["user_id"] for e in own if e["user_id"] is not None}
+        revenues = [e["revenue"] for e in own if is_conversion(e, settings) and e.get("revenue") is not None]
         rows.append(
             {
                 "user_key": person,
@@ -560,6 +687,9 @@ def users(events: list[dict], sessions: list[dict]) -> list[dict]:
                 "events": len(own),
                 "anonymous_ids": len({e["anonymous_id"] for e in own if e["anonymous_id"] is not None}),
                 **{f"first_{name}": first[name] for name in FIRST_TOUCH},
+                "conversions": sum(is_conversion(e, settings) for e in own),
+                "revenue": sum(revenues, Decimal(0)) if revenues else None,
+                "first_conversion_at": min((e["timestamp"] for e in own if is_conversion(e, settings)), default=None),
             }
         )
     return rows
@@ -592,5 +722,5 @@ def recompute(lines_by_received_day: dict[str, list[str]], settings: Settings = 
         "events": events,
         "sessions": sessions,
         "snapshot": snapshot,
-        "users": users(events, sessions),
+        "users": users(events, sessions, settings),
     }

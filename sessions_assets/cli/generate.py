@@ -31,12 +31,38 @@ FUTURE_LINES_PER_DAY = 2
 BOTS = ("bot-1", "bot-2")
 TRACKS = ("Product Viewed", "Product Added", "Checkout Started", "Order Completed", "Signed Up")
 PATHS = ("/", "/pricing", "/docs", "/blog/late-data", "/products/a", "/products/b", "/cart", "/checkout")
-REFERRERS = ("https://www.google.com/", "https://news.ycombinator.com/", "https://twitter.com/", None, None)
+# Landing referrers: search, social and video sites, a forum, the shop's own pages (internal: SESSIONS_OWN_DOMAINS
+# =shop.example in `make demo`), and none.
+REFERRERS = (
+    "https://www.google.com/",
+    "https://www.bing.com/search",
+    "https://news.ycombinator.com/",
+    "https://twitter.com/",
+    "https://m.facebook.com/",
+    "https://www.youtube.com/watch",
+    "https://shop.example/products/a",
+    None,
+    None,
+)
+# Campaigns that reach every default channel group.
 CAMPAIGNS = (
     {"source": "newsletter", "medium": "email", "name": "autumn"},
     {"source": "google", "medium": "cpc", "name": "brand"},
     {"source": "partner", "medium": "referral"},
+    {"source": "facebook", "medium": "paid-social", "name": "retarget"},
+    {"source": "youtube", "medium": "cpv", "name": "launch"},
+    {"source": "dsp", "medium": "display"},
+    {"source": "ads", "medium": "cpc", "name": "cross-network-autumn"},
+    {"source": "partner", "medium": "paid"},
+    {"source": "google", "medium": "organic"},
+    {"source": "instagram", "medium": "social"},
+    {"source": "partner", "medium": "affiliate"},
+    {"source": "sms", "medium": "sms"},
+    {"source": "app", "medium": "push"},
+    {"source": "podcast", "medium": "audio"},
 )
+BOT_AGENT = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+CONVERSION = "Order Completed"
 AGENTS = {
     "desktop": "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36",
     "mac": "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_4) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Safari/605.1.15",
@@ -109,12 +135,16 @@ def segment_message(rng: random.Random, who: Visitor, at: datetime, received: da
     }
     if kind == "track":
         message["event"] = rng.choice(TRACKS)
+        if message["event"] == CONVERSION and rng.random() < 0.9:  # most orders carry revenue, some as text
+            amount = round(rng.uniform(5, 300), 2)
+            message["properties"]["revenue"] = amount if rng.random() < 0.9 else f"{amount:.2f}"
     if who.device in APPS:
         message["context"] |= {"library": {"name": f"analytics-{who.device}"}, "device": {"type": who.device}}
         if kind == "page":
             message["type"], message["name"] = "screen", rng.choice(("Home", "Cart", "Product"))
         return message
-    message["context"] |= {"library": {"name": "analytics.js"}, "userAgent": AGENTS[who.device]}
+    agent = BOT_AGENT if who.user in BOTS else AGENTS[who.device]
+    message["context"] |= {"library": {"name": "analytics.js"}, "userAgent": agent}
     if kind == "page":
         path = "/" if landing and rng.random() < 0.5 else rng.choice(PATHS)
         page = {"path": path, "url": f"https://shop.example{path}", "title": path.strip("/") or "Home"}

@@ -84,9 +84,12 @@ def sessions(
     context: dg.AssetExecutionContext, config: RepairConfig, spark: LazyPySparkResource, pipeline: PipelineResource
 ):
     """Sessions by start day (a gap and a cap from the pipeline's settings), numbered per user, with landing page,
-    source and device: only the chains that changed are recomputed."""
+    source, channel group, device, bot flag, conversions and revenue: only the chains that changed are
+    recomputed."""
     repair = _days(context) if config.rebuild else None
     done = run_step(context, lambda: refresh_sessions(pipeline.warehouse(spark), pipeline, repair))
+    rules = pipeline.rules
+    done.tables["channel_rules"] = [{"file": rules.path, "sha256": rules.digest, "rules": len(rules.rules)}]
     gaps = done.counts.pop("users_misnumbered", 0)
     check = dg.AssetCheckResult(
         check_name=NUMBERING_CHECK,

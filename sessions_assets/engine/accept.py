@@ -38,6 +38,17 @@ ATTRIBUTES = {
 }
 
 
+# JSON numbers as the parser types them (``1.5e3`` is a double, ``19.99`` a decimal).
+_NUMBER = r"^(TINYINT|SMALLINT|INT|BIGINT|FLOAT|DOUBLE|DECIMAL\(.*\))$"
+REVENUE = "$.properties.revenue"
+
+
+def _revenue(value: Column) -> Column:
+    """``properties.revenue`` when it is a JSON number, rounded half up to 6 places (null if it does not fit)."""
+    number = F.schema_of_variant(value).rlike(_NUMBER)
+    return F.when(number, F.try_variant_get(value, "$", "decimal(38,6)"))
+
+
 def _string(value: Column) -> Column:
     """A JSON value if it is a string, else null."""
     return F.when(F.schema_of_variant(value) == "STRING", F.variant_get(value, "$", "string"))
@@ -110,6 +121,7 @@ def parse(lines: DataFrame) -> DataFrame:
             for name, paths in FIELDS.items()
             for n, path in enumerate(paths)
         ],
+        F.variant_get("_m", REVENUE, "variant").alias("_revenue"),
     )
     strings = values.select(
         "payload",
@@ -124,6 +136,7 @@ def parse(lines: DataFrame) -> DataFrame:
             ).alias(name)
             for name, paths in FIELDS.items()
         ],
+        _revenue(F.col("_revenue")).alias("revenue"),
     )
     return strings.withColumns({name: parse_timestamp(F.col(name)) for name in TIMESTAMPS})
 

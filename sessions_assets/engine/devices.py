@@ -1,4 +1,5 @@
-"""Device class (``mobile``, ``tablet``, ``desktop``) from a user agent, with Matomo's device detector.
+"""Device class (``mobile``, ``tablet``, ``desktop``) and whether it is a bot, from a user agent, with Matomo's
+device detector.
 
 ``device_detector`` is the Python port of the Matomo project's detector: maintained, and it tells a
 tablet from a phone by brand and model (a Galaxy Tab's agent names no "Tablet"), which patterns on the
@@ -24,6 +25,13 @@ def device_class(user_agent: str) -> str:
     return "tablet" if kind in TABLET else "mobile" if kind in MOBILE else "desktop"
 
 
-def device_classes(user_agents: Iterable[str]) -> list[tuple[str, str]]:
-    """(agent, class) for each distinct agent."""
-    return [(agent, device_class(agent)) for agent in sorted(set(user_agents))]
+def is_bot(user_agent: str) -> bool:
+    """A crawler, spider, monitor or other bot, by the detector's bot list."""
+    from device_detector import DeviceDetector
+
+    return bool(DeviceDetector(user_agent).parse().is_bot())
+
+
+def device_classes(user_agents: Iterable[str]) -> list[tuple[str, str, bool]]:
+    """(agent, class, is_bot) for each distinct agent."""
+    return [(agent, device_class(agent), is_bot(agent)) for agent in sorted(set(user_agents))]

@@ -3,6 +3,8 @@ table's columns are declared once, beside the code that produces them, and impor
 
 from __future__ import annotations
 
+import re
+
 from pyspark.sql import types as T
 
 _TYPES = {
@@ -14,9 +16,11 @@ _TYPES = {
     "double": T.DoubleType(),
     "int": T.IntegerType(),
     "array<date>": T.ArrayType(T.DateType()),
+    "decimal(38,6)": T.DecimalType(38, 6),  # money: revenue
 }
 
 
 def schema(ddl: str) -> T.StructType:
     """``"name type, ..."`` -> a StructType (every column nullable)."""
-    return T.StructType([T.StructField(n, _TYPES[t]) for n, t in (c.split() for c in ddl.split(","))])
+    columns = re.split(r",(?![^(]*\))", ddl)  # not the comma inside decimal(38,6)
+    return T.StructType([T.StructField(n, _TYPES[t]) for n, t in (c.split() for c in columns)])

@@ -15,6 +15,7 @@ from datetime import timedelta
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from sessions_assets.engine import channels
 from sessions_assets.engine.schema import schema
 from sessions_assets.settings import Settings
 
@@ -33,13 +34,16 @@ SESSIONIZED = (
     "utm_campaign",
     "device_class",
     "device_type",
+    "is_bot",
+    "revenue",
 )
 # The sessions table's columns: what ``sessionize`` returns and what is stored (``warehouse/tables.py``).
 SESSION_SCHEMA = schema(
     "session_id string, user_key string, session_number long, session_start timestamp, session_end timestamp, "
     "duration_seconds double, num_events long, page_views long, first_event string, last_event string, "
     "landing_path string, exit_path string, referrer string, utm_source string, utm_medium string, "
-    "utm_campaign string, device_type string, ended_by_cap boolean, session_date date"
+    "utm_campaign string, device_type string, ended_by_cap boolean, default_channel_group string, is_bot boolean, "
+    "conversions long, revenue decimal(38,6), first_conversion_at timestamp, session_date date"
 )
 SESSION_COLUMNS = tuple(SESSION_SCHEMA.fieldNames())
 CAMPAIGN = ("utm_source", "utm_medium", "utm_campaign")
@@ -119,6 +123,7 @@ def sessionize(events: DataFrame, settings: Settings) -> DataFrame:
     df = df.withColumn("session_no", _running_count(F.col("new_chain") | at_cut))
     name = F.when(F.col("type") == "track", F.col("event")).otherwise(F.col("type"))
     has_campaign = F.coalesce(*CAMPAIGN).isNotNull()
+    conversion = (F.col("type") == "track") & F.col("event").isin(*settings.conversion_event_list)
     key = F.struct(*ORDER)
     sessions = df.groupBy("user_key", "session_no").agg(
         F.min("timestamp").alias("session_start"),
@@ -132,7 +137,14 @@ def sessionize(events: DataFrame, settings: Settings) -> DataFrame:
         _first(F.col("referrer")).alias("referrer"),
         *[_first(F.col(c), when=has_campaign).alias(c) for c in CAMPAIGN],
         F.coalesce(_first(F.col("device_class")), _first(F.col("device_type"))).alias("device_type"),
+        F.coalesce(_first(F.col("is_bot")), F.lit(False)).alias("is_bot"),
+        F.count(F.when(conversion, 1)).alias("conversions"),
+        F.sum(F.when(conversion, F.col("revenue"))).alias("revenue"),
+        F.min(F.when(conversion, F.col("timestamp"))).alias("first_conversion_at"),
         F.first("chain").alias("chain"),
+    )
+    channel = channels.channel_group(
+        *[F.col(c) for c in CAMPAIGN], F.col("referrer"), settings.rules, settings.own_domain_list
     )
     # A session that is not the last of its chain was ended by the cap, not by inactivity.
     next_chain = F.lead("chain").over(Window.partitionBy("user_key").orderBy("session_no"))
@@ -142,6 +154,7 @@ def sessionize(events: DataFrame, settings: Settings) -> DataFrame:
             "*",
             ((F.unix_micros("session_end") - F.unix_micros("session_start")) / 1_000_000).alias("duration_seconds"),
             F.coalesce(next_chain == F.col("chain"), F.lit(False)).alias("ended_by_cap"),
+            channel.alias("default_channel_group"),
             F.to_date("session_start").alias("session_date"),
         )
     )

@@ -8,11 +8,21 @@ from pyspark.sql import functions as F
 from sessions_assets.engine.schema import schema
 
 # The session columns a person's first session gives as ``first_<column>``.
-FIRST_TOUCH = ("landing_path", "referrer", "utm_source", "utm_medium", "utm_campaign", "device_type")
+FIRST_TOUCH = (
+    "landing_path",
+    "referrer",
+    "utm_source",
+    "utm_medium",
+    "utm_campaign",
+    "device_type",
+    "default_channel_group",
+)
 # The users table's columns: what ``users`` returns and what is stored (``warehouse/tables.py``).
 USER_SCHEMA = schema(
     "user_key string, user_id string, first_seen timestamp, last_seen timestamp, sessions long, events long, "
-    "anonymous_ids long, " + ", ".join(f"first_{c} string" for c in FIRST_TOUCH)
+    "anonymous_ids long, "
+    + ", ".join(f"first_{c} string" for c in FIRST_TOUCH)
+    + ", conversions long, revenue decimal(38,6), first_conversion_at timestamp"
 )
 # What ``users`` reads of an event.
 IDENTIFIED = ("user_key", "user_id", "anonymous_id")
@@ -20,7 +30,8 @@ IDENTIFIED = ("user_key", "user_id", "anonymous_id")
 
 def users(sessions: DataFrame, events: DataFrame) -> DataFrame:
     """A row per person of ``sessions`` (with its ``events``, given as ``IDENTIFIED`` columns): the sessions
-    give the times, counts and first touch, the events the ``user_id`` and how many anonymous ids it used."""
+    give the times, counts, first touch and conversions, the events the ``user_id`` and how many anonymous ids
+    it used."""
     first = F.min_by(F.struct(*FIRST_TOUCH), "session_start")
     seen = sessions.groupBy("user_key").agg(
         F.min("session_start").alias("first_seen"),
@@ -28,6 +39,9 @@ def users(sessions: DataFrame, events: DataFrame) -> DataFrame:
         F.count(F.lit(1)).alias("sessions"),
         F.sum("num_events").alias("events"),
         first.alias("_first"),
+        F.sum("conversions").alias("conversions"),
+        F.sum("revenue").alias("revenue"),  # null when no session has any
+        F.min("first_conversion_at").alias("first_conversion_at"),
     )
     ids = events.groupBy("user_key").agg(
         F.max("user_id").alias("user_id"),  # a person's events carry one userId at most: its key

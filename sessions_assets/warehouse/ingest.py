@@ -206,11 +206,13 @@ def _plain(uri: str) -> str:
 
 
 def _with_device_classes(wh: Warehouse, events: DataFrame) -> DataFrame:
-    """Add ``device_class`` from ``user_agent``, classifying (and remembering) agents not seen before."""
+    """Add ``device_class`` and ``is_bot`` from ``user_agent``, classifying (and remembering) agents not seen
+    before. An agent stored before ``is_bot`` was kept is classified again, once."""
     agents = events.where(F.col("user_agent").isNotNull()).select("user_agent").distinct()
-    known = wh.read(USER_AGENTS).join(agents, "user_agent", "left_semi")
+    classified = lambda: wh.read(USER_AGENTS).where("is_bot IS NOT NULL").join(agents, "user_agent", "left_semi")  # noqa: E731
+    known = classified()
     new = [r.user_agent for r in agents.join(known, "user_agent", "left_anti").collect()]
     if new:
         wh.append(USER_AGENTS, wh.spark.createDataFrame(devices.device_classes(new), USER_AGENTS.schema))
-        known = wh.read(USER_AGENTS).join(agents, "user_agent", "left_semi")
+        known = classified()
     return events.join(F.broadcast(known.dropDuplicates(["user_agent"])), "user_agent", "left")

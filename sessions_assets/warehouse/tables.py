@@ -50,7 +50,7 @@ def _monthly(column: str) -> tuple[str, str]:
 # What a session is drawn from, as parsed from each line.
 _ATTRIBUTES = (
     "page_path string, referrer string, utm_source string, utm_medium string, utm_campaign string, "
-    "user_agent string, device_class string, device_type string"
+    "user_agent string, device_class string, device_type string, is_bot boolean, revenue decimal(38,6)"
 )
 
 RAW_EVENTS = Table(
@@ -121,7 +121,9 @@ DAILY_SNAPSHOT = Table(
     sort_by=("snapshot_date", "state"),
 )
 # Each user agent seen, classified once (``engine/devices.py`` is slow per agent).
-USER_AGENTS = Table("user_agents", schema("user_agent string, device_class string"), sort_by=("user_agent",))
+USER_AGENTS = Table(
+    "user_agents", schema("user_agent string, device_class string, is_bot boolean"), sort_by=("user_agent",)
+)
 
 ALL = (
     RAW_EVENTS,

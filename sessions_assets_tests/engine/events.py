@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import itertools
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 
-from sessions_assets.engine.devices import device_class
+from sessions_assets.engine.devices import device_class, is_bot
 from sessions_assets.engine.sessionize import SESSIONIZED
 from sessions_assets_tests.landing import DESKTOP, PHONE, TABLET
 
 BASE = datetime(2024, 3, 1, 22, 0, tzinfo=UTC)  # streams straddle midnights
 _ids = itertools.count()
-SCHEMA = ", ".join(f"{c} {'timestamp' if c == 'timestamp' else 'string'}" for c in SESSIONIZED)
+TYPES = {"timestamp": "timestamp", "is_bot": "boolean", "revenue": "decimal(38,6)"}
+SCHEMA = ", ".join(f"{c} {TYPES.get(c, 'string')}" for c in SESSIONIZED)
+BOT = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
 
 
 def ev(at: datetime, user: str = "u1", **fields) -> dict:
@@ -46,25 +49,61 @@ def frame(spark: SparkSession, events: list[dict]) -> DataFrame:
     rows = []
     for e in events:
         agent = e.get("user_agent")
-        values = {**e, "device_class": device_class(agent) if agent else None}
+        values = {
+            **e,
+            "device_class": device_class(agent) if agent else None,
+            "is_bot": is_bot(agent) if agent else None,
+        }
         rows.append(tuple(values.get(c) for c in SESSIONIZED))
     return spark.createDataFrame(rows, SCHEMA)
 
 
 def _attributes(draw) -> dict:
     kind = draw(st.sampled_from(["page", "page", "track", "identify"]))
-    fields = {"type": kind, "event": draw(st.sampled_from(["Signed Up", "Viewed", None])) if kind == "track" else None}
+    events = ["Signed Up", "Order Completed", "Viewed", None]
+    fields = {"type": kind, "event": draw(st.sampled_from(events)) if kind == "track" else None}
+    if fields["event"] and draw(st.booleans()):
+        fields["revenue"] = draw(st.sampled_from([Decimal("19.990000"), Decimal("0.000001"), Decimal("-5.000000")]))
     if kind == "page" and draw(st.booleans()):
         fields["page_path"] = draw(st.sampled_from(["/", "/a", "/b"]))
     if draw(st.integers(0, 3)) == 0:
-        fields["referrer"] = draw(st.sampled_from(["https://r/", "https://s/"]))
+        fields["referrer"] = draw(st.sampled_from(REFERRERS))
     if draw(st.integers(0, 4)) == 0:
-        fields[draw(st.sampled_from(["utm_source", "utm_medium", "utm_campaign"]))] = draw(st.sampled_from(["x", "y"]))
+        field = draw(st.sampled_from(["utm_source", "utm_medium", "utm_campaign"]))
+        fields[field] = draw(st.sampled_from(CAMPAIGN_VALUES[field]))
     if draw(st.integers(0, 3)) == 0:
-        fields["user_agent"] = draw(st.sampled_from([DESKTOP, PHONE, TABLET]))
+        fields["user_agent"] = draw(st.sampled_from([DESKTOP, PHONE, TABLET, BOT]))
     if draw(st.integers(0, 4)) == 0:
         fields["device_type"] = draw(st.sampled_from(["ios", "android"]))
     return fields
+
+
+# Referrers and campaign values that reach every channel rule (the site's own domain: example.com).
+REFERRERS = [
+    "https://r/",
+    "https://www.google.co.uk/search",
+    "https://m.facebook.com/",
+    "https://youtube.com/watch",
+    "https://shop.example.com/cart",
+    "not a url",
+]
+CAMPAIGN_VALUES = {
+    "utm_source": ["x", "google", "Newsletter", "email", "sms", " Bing ", "tiktok"],
+    "utm_medium": [
+        "cpc",
+        "paid-social",
+        "display",
+        "organic",
+        "social",
+        "video",
+        "email",
+        "affiliate",
+        "push",
+        "referral",
+        "",
+    ],
+    "utm_campaign": ["brand", "cross-network-q3", "y"],
+}
 
 
 @st.composite

@@ -14,7 +14,7 @@ from sessions_assets_tests.reference import accept_line
 
 LINES = [("rejected", *c) for c in cases.REJECTED] + [("accepted", c[0], c[1], None) for c in cases.ACCEPTED]
 # What parsing gives a line, as the oracle has it.
-FIELDS = ("user_id", "anonymous_id", *(f for f in ORACLE_EVENT_FIELDS if f != "event_date"))
+FIELDS = ("user_id", "anonymous_id", *(f for f in ORACLE_EVENT_FIELDS if f not in ("event_date", "source_id")))
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +37,13 @@ def test_the_pipeline_judges_a_line_as_the_oracle_does(verdicts, index):
         parsed = {f: row[f].replace(tzinfo=UTC) if f in ("timestamp", "received_at") else row[f] for f in FIELDS}
         assert parsed == {f: event[f] for f in FIELDS}
         assert row.event_date == event["timestamp"].date()
+
+
+@pytest.mark.parametrize("raw, expected", cases.REVENUES, ids=[r for r, _ in cases.REVENUES])
+def test_revenue_is_read_as_the_oracle_reads_it(spark, raw, expected):
+    lines = spark.createDataFrame([(cases.with_revenue(raw), "f")], "payload string, source_file string")
+    [row] = accept.parse(lines).collect()
+    assert (row.revenue, accept_line(cases.with_revenue(raw))[0]["revenue"]) == (expected, expected)
 
 
 def test_thresholds_come_from_the_settings(spark):

@@ -12,7 +12,7 @@ from datetime import date, datetime, timedelta
 
 import pytest
 
-from sessions_assets_tests.cases import ACCEPTED, DROP, REJECTED, T, line
+from sessions_assets_tests.cases import ACCEPTED, DROP, REJECTED, REVENUES, T, line, with_revenue
 from sessions_assets_tests.engine.events import call
 from sessions_assets_tests.reference import (
     Settings,
@@ -64,7 +64,14 @@ def test_accepted_event_fields():
         "utm_campaign": None,
         "user_agent": None,
         "device_type": None,
+        "revenue": None,
     }
+
+
+@pytest.mark.parametrize("raw, expected", REVENUES, ids=[r for r, _ in REVENUES])
+def test_revenue_is_a_json_number_rounded_to_six_places(raw, expected):
+    event, _ = accept_line(with_revenue(raw))
+    assert event["revenue"] == expected
 
 
 ATTRIBUTES = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -11,7 +12,7 @@ from sessions_assets.engine.sessionize import SESSION_COLUMNS, sessionize
 from sessions_assets.settings import Settings
 from sessions_assets_tests import reference
 from sessions_assets_tests.budget import examples
-from sessions_assets_tests.engine.events import BASE, ev, frame, streams
+from sessions_assets_tests.engine.events import BASE, BOT, ev, frame, streams
 from sessions_assets_tests.expected import assert_same, oracle_rows, rows
 from sessions_assets_tests.landing import PHONE, ts
 
@@ -32,7 +33,10 @@ EDGES = [ts("2019-10-22 23:50"), ts("2019-10-22 23:59"), ts("2019-10-24 00:01"),
 
 def assert_like_the_oracle(spark, events, config=Settings()):  # noqa: B008 (frozen)
     oracle = reference.Settings(
-        session_gap_minutes=config.session_gap_minutes, max_session_hours=config.max_session_hours
+        session_gap_minutes=config.session_gap_minutes,
+        max_session_hours=config.max_session_hours,
+        own_domains=config.own_domain_list,
+        conversion_events=config.conversion_event_list,
     )
     assert_same(
         rows(sessionize(frame(spark, events), config), SESSION_COLUMNS),
@@ -71,7 +75,37 @@ def test_attributes_and_numbers(spark):
 @settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(events=streams())
 def test_random_streams(spark, events):
+    assert_like_the_oracle(spark, events, Settings(own_domains="example.com"))
+
+
+def test_conversions_revenue_and_the_bot_flag(spark):
+    bought = dict(type="track", event="Order Completed")
+    events = [
+        ev(BASE, "u", type="page", user_agent=BOT, page_path="/"),
+        ev(BASE + timedelta(minutes=1), "u", user_agent=PHONE),  # the first agent decides: a bot
+        ev(BASE + timedelta(minutes=2), "u", **bought, revenue=Decimal("19.990000")),
+        ev(BASE + timedelta(minutes=3), "u", **bought),  # a conversion without revenue
+        ev(BASE + timedelta(minutes=4), "u", type="track", event="Viewed", revenue=Decimal("5.000000")),  # not one
+        ev(BASE + timedelta(hours=2), "u", type="track", event="Signed Up"),  # next session: no revenue at all
+        ev(BASE + timedelta(hours=5), "v", **bought, revenue=Decimal("1.000000"), user_agent=PHONE),
+    ]
     assert_like_the_oracle(spark, events)
+    by_start = {
+        (r.user_key, r.session_number): (r.is_bot, r.conversions, r.revenue, r.first_conversion_at)
+        for r in sessionize(frame(spark, events), Settings()).collect()
+    }
+    assert by_start == {
+        ("u", 1): (True, 2, Decimal("19.990000"), (BASE + timedelta(minutes=2)).replace(tzinfo=None)),
+        ("u", 2): (False, 1, None, (BASE + timedelta(hours=2)).replace(tzinfo=None)),
+        ("v", 1): (False, 1, Decimal("1.000000"), (BASE + timedelta(hours=5)).replace(tzinfo=None)),
+    }
+
+
+def test_conversion_events_are_a_setting(spark):
+    events = [ev(BASE, "u", type="track", event="Trial Started", revenue=Decimal("3.000000"))]
+    assert_like_the_oracle(spark, events, Settings(conversion_events="Trial Started"))
+    [row] = sessionize(frame(spark, events), Settings(conversion_events="Trial Started")).collect()
+    assert (row.conversions, row.revenue) == (1, Decimal("3.000000"))
 
 
 def test_sessionize_returns_exactly_the_stored_tables_columns_and_types(spark):

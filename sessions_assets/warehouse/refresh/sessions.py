@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
+from decimal import Decimal
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
@@ -141,23 +142,34 @@ def _resessionize(
 
 
 def _summarise_sessions(ops: DataFrame) -> tuple[Outcome, set[date]]:
-    """Counts per operation and day, the written sessions' top landing paths and sources (one query), and
-    the days holding stored rows to change."""
+    """Counts per operation and day; of the sessions written, the top landing paths and sources, the count by
+    channel, their conversions and revenue (one query); and the days holding stored rows to change."""
     done = Outcome("incremental")
     source = F.coalesce("utm_source", "referrer", F.lit("(direct)"))
     landing = F.coalesce("landing_path", F.lit("(none)"))
-    summary = ops.groupBy("_op", "session_date", landing.alias("landing"), source.alias("source")).count().collect()
-    stored_days, paths, sources = set(), Counter(), Counter()
+    keys = ("_op", "session_date", landing.alias("landing"), source.alias("source"), "default_channel_group")
+    summary = (
+        ops.groupBy(*keys)
+        .agg(F.count(F.lit(1)).alias("n"), F.sum("conversions").alias("conversions"), F.sum("revenue").alias("revenue"))
+        .collect()
+    )
+    stored_days, paths, sources, channels = set(), Counter(), Counter(), Counter()
+    conversions, revenue = 0, Decimal(0)
     for row in summary:
-        done.counts[METRICS[row._op]] += row["count"]
-        done.days[row.session_date] += row["count"]
+        done.counts[METRICS[row._op]] += row.n
+        done.days[row.session_date] += row.n
         if row._op != "insert":
             stored_days.add(row.session_date)
         if row._op in ("insert", "update"):
-            paths[row.landing] += row["count"]
-            sources[row.source] += row["count"]
-    for name, counter in (("top_landing_paths", paths), ("top_sources", sources)):
-        ranked = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
+            paths[row.landing] += row.n
+            sources[row.source] += row.n
+            channels[row.default_channel_group or "(not computed)"] += row.n
+            conversions += row.conversions or 0
+            revenue += row.revenue or 0
+    done.counts["conversions_written"] = conversions
+    done.counts["revenue_written"] = float(revenue)
+    for name, counter in (("top_landing_paths", paths), ("top_sources", sources), ("sessions_by_channel", channels)):
+        ranked = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[: 10 if name.startswith("top") else None]
         done.tables[name] = [{"value": value, "sessions": n} for value, n in ranked]
     return done, stored_days
 
