@@ -162,4 +162,6 @@ REVENUES = [
     ("true", None),
     ("null", None),
     ("1e40", None),  # more than DECIMAL(38,6) holds
+    ("1e9999999999999999999999", None),  # a double: infinite
+    ("0.1234564999999999999999999999999999999999", Decimal("0.123457")),  # 40 digits: a double, 0.1234565
 ]

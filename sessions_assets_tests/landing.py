@@ -132,7 +132,8 @@ def landing_lines(root: Path) -> dict[str, list[str] | dict[str, list[str]]]:
             by_day.setdefault(path.parent.name.split("=")[1], []).extend(_read(path))
     for path in sorted(landing.glob("segment-logs/*/*/*")):
         millis, source = path.parent.name, path.parent.parent.name
-        if not millis.isdigit() or int(millis) % 86_400_000 or path.name.startswith((".", "_")):
+        hidden = path.name.startswith((".", "_")) or source.startswith((".", "_"))
+        if not re.fullmatch(r"[1-9][0-9]*", millis) or int(millis) % 86_400_000 or hidden:
             continue
         if path.is_file() and path.name.endswith((".gz", ".jsonl", ".json")):
             day = (datetime.fromtimestamp(int(millis) / 1000, UTC)).date().isoformat()

@@ -190,7 +190,7 @@ def accept_line(line: str, settings: Settings = DEFAULTS) -> tuple[dict | None, 
     # 1. malformed_json: the line is not a JSON object (blank lines, arrays, numbers, broken JSON).
     # Decision: strictly JSON: NaN and Infinity are not numbers, and an unpaired surrogate escape is not text.
     try:
-        message = json.loads(line, parse_constant=_no_constant, parse_float=Decimal)
+        message = json.loads(line, parse_constant=_no_constant, parse_float=_number, parse_int=_number)
     except ValueError:  # json.JSONDecodeError is a ValueError; "" and "   " raise it too
         return None, "malformed_json"
     if not isinstance(message, dict) or _has_lone_surrogate(message):
@@ -241,18 +241,45 @@ def accept_line(line: str, settings: Settings = DEFAULTS) -> tuple[dict | None, 
     return event, None
 
 
+def _number(text: str) -> int | Decimal | float:
+    """A JSON number as the contract's parser types it. Decision: as Spark's VARIANT does, a number written
+    with an exponent, or with more digits than DECIMAL(38) holds, is a double; any other is exact."""
+    if "e" in text or "E" in text:
+        return float(text)
+    exact = Decimal(text)
+    digits, scale = len(exact.as_tuple().digits), max(0, -exact.as_tuple().exponent)
+    if max(digits, scale) > 38:
+        return float(text)
+    return int(text) if "." not in text else exact
+
+
+MONEY_LIMIT = Decimal(10) ** 32  # DECIMAL(38,6) holds less than this
+
+
+def money_sum(values: list[Decimal]) -> Decimal | None:
+    """A sum of revenues; None when there are none. Decision: a sum DECIMAL(38,6) cannot hold counts as none."""
+    if not values:
+        return None
+    total = sum(values, Decimal(0))
+    return total if abs(total) < MONEY_LIMIT else None
+
+
 def revenue(value) -> Decimal | None:
     """A JSON number, rounded half up to 6 places; None for anything else, or a number too large for
     DECIMAL(38,6). Decision: a number with 32 or more integer digits does not fit, so counts as no revenue."""
-    if isinstance(value, bool) or not isinstance(value, int | Decimal):
+    if isinstance(value, bool) or not isinstance(value, int | Decimal | float):
         return None
+    if isinstance(value, float):  # a double: its shortest decimal spelling, as Spark casts it
+        if value != value or value in (float("inf"), float("-inf")):
+            return None
+        value = Decimal(repr(value))
     with localcontext() as exact:
         exact.prec = 60
         try:
             rounded = Decimal(value).quantize(Decimal("0.000001"), rounding=ROUND_HALF_UP)
         except InvalidOperation:  # more digits than any DECIMAL(38,6) holds
             return None
-    return rounded if abs(rounded) < Decimal(10) ** 32 else None
+    return rounded if abs(rounded) < MONEY_LIMIT else None
 
 
 def attributes(message: dict) -> dict:
@@ -549,7 +576,7 @@ def describe(user_key: str, number: int, events: list[dict], ended_by_cap: bool,
         "ended_by_cap": ended_by_cap,
         "is_bot": is_bot(agent["user_agent"]) if agent else False,
         "conversions": len(converted),
-        "revenue": sum(revenues, Decimal(0)) if revenues else None,
+        "revenue": money_sum(revenues),
         "first_conversion_at": converted[0]["timestamp"] if converted else None,
         "session_date": start.astimezone(UTC).date(),
     }
@@ -671,12 +698,16 @@ def users(events: list[dict], sessions: list[dict], settings: Settings = DEFAULT
     for event in events:
         by_person.setdefault(event["user_key"], []).append(event)
     first_sessions = {s["user_key"]: s for s in sessions if s["session_number"] == 1}
+    sessions_of: dict[str, list[dict]] = {}
+    for session in sessions:
+        sessions_of.setdefault(session["user_key"], []).append(session)
     counts = Counter(s["user_key"] for s in sessions)
     rows = []
     for person, own in sorted(by_person.items()):
         first = first_sessions[person]
         user_ids = {e["user_id"] for e in own if e["user_id"] is not None}
-        revenues = [e["revenue"] for e in own if is_conversion(e, settings) and e.get("revenue") is not None]
+        # Summed over its sessions' revenues: a session whose sum overflowed has none.
+        revenues = [s["revenue"] for s in sessions_of[person] if s["revenue"] is not None]
         rows.append(
             {
                 "user_key": person,
@@ -688,7 +719,7 @@ def users(events: list[dict], sessions: list[dict], settings: Settings = DEFAULT
                 "anonymous_ids": len({e["anonymous_id"] for e in own if e["anonymous_id"] is not None}),
                 **{f"first_{name}": first[name] for name in FIRST_TOUCH},
                 "conversions": sum(is_conversion(e, settings) for e in own),
-                "revenue": sum(revenues, Decimal(0)) if revenues else None,
+                "revenue": money_sum(revenues),
                 "first_conversion_at": min((e["timestamp"] for e in own if is_conversion(e, settings)), default=None),
             }
         )
@@ -700,11 +731,12 @@ def users(events: list[dict], sessions: list[dict], settings: Settings = DEFAULT
 # --------------------------------------------------------------------------------------------------
 
 
-def recompute(lines_by_received_day: dict[str, list[str]], settings: Settings = DEFAULTS) -> dict:
-    """Every output from all landing lines at once: what the incremental pipeline must equal.
+def recompute(lines_by_received_day: dict, settings: Settings = DEFAULTS) -> dict:
+    """Every output from all landing lines at once (``accept_landing``'s input): what the incremental pipeline
+    must equal.
 
     Keys: ``accepted`` and ``rejected`` (``accept_landing``), ``events`` (deduplicated), ``sessions``,
-    ``snapshot`` (up to the horizon: the latest received day).
+    ``snapshot`` (up to the horizon: the latest received day), ``users``.
     """
     accepted, rejected = accept_landing(lines_by_received_day, settings)
     events = dedupe(accepted)

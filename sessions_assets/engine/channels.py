@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 SHIPPED = Path(__file__).with_name("channel_rules.json")
 FIELDS = ("utm_source", "utm_medium", "utm_campaign", "referrer_host", "source")
 CONDITIONS = ("empty", "not_empty", "one_of", "contains", "ends_with", "matches", "category")
-# scheme://[user@]host[:port][/...]: a referrer without one has no host. Java's \s is the whitespace trimmed.
+# scheme://[user@]host[:port][/...]: a referrer without one has no host.
 URL_HOST = r"^[A-Za-z][A-Za-z0-9+.\-]*://(?:[^/?#@]*@)?([^/?#:]+)"
 
 
@@ -48,14 +48,32 @@ def load(path: str = "") -> Rules:
         table = json.loads(text)
     except (OSError, ValueError) as error:
         raise RulesError(f"channel rules {file}: {error}") from None
+    if not isinstance(table, dict):
+        raise RulesError(f"channel rules {file}: must be an object with 'categories' and 'rules'")
     categories, rules = table.get("categories", {}), table.get("rules")
     if not isinstance(rules, list) or not rules:
         raise RulesError(f"channel rules {file}: 'rules' must be a non-empty list")
+    if not isinstance(categories, dict) or not all(isinstance(v, list) for v in categories.values()):
+        raise RulesError(f"channel rules {file}: 'categories' must map names to lists of sources")
     for n, rule in enumerate(rules, 1):
         where = f"channel rules {file}, rule {n}"
-        if not isinstance(rule.get("channel"), str) or not isinstance(rule.get("when"), list):
-            raise RulesError(f"{where}: needs 'channel' (text) and 'when' (a list)")
+        if (
+            not isinstance(rule, dict)
+            or not isinstance(rule.get("channel"), str)
+            or not isinstance(rule.get("when"), list)
+        ):
+            raise RulesError(f"{where}: needs 'channel' (text) and 'when' (a list of objects)")
         for entry in rule["when"]:
+            if not isinstance(entry, dict):
+                raise RulesError(f"{where}: each entry of 'when' is an object of conditions")
+            for condition in ("empty", "not_empty"):
+                if not isinstance(entry.get(condition, []), list):
+                    raise RulesError(f"{where}: '{condition}' takes a list of fields")
+            for condition in ("one_of", "contains", "ends_with", "matches"):
+                values = entry.get(condition, {})
+                wanted = list if condition == "one_of" else str
+                if not isinstance(values, dict) or not all(isinstance(v, wanted) for v in values.values()):
+                    raise RulesError(f"{where}: '{condition}' maps fields to {'lists' if wanted is list else 'text'}")
             unknown = set(entry) - set(CONDITIONS)
             if unknown:
                 raise RulesError(f"{where}: unknown condition {sorted(unknown)[0]!r} (takes {', '.join(CONDITIONS)})")
@@ -75,8 +93,8 @@ def load(path: str = "") -> Rules:
 
 
 def _clean(value: Column) -> Column:
-    """Lowercased, trimmed of whitespace, '' when missing."""
-    return F.coalesce(F.regexp_replace(F.lower(value), r"^\s+|\s+$", ""), F.lit(""))
+    """Lowercased, trimmed of whitespace (Java's \\s: space, tab, line breaks, form feed), '' when missing."""
+    return F.coalesce(F.regexp_replace(F.lower(value), r"^\s+|\s+\z", ""), F.lit(""))
 
 
 def referrer_host(referrer: Column, own_domains: tuple[str, ...]) -> Column:
@@ -112,10 +130,12 @@ def channel_group(
         for name, text in entry.get("ends_with", {}).items():
             test = test & field[name].endswith(text)
         for name, pattern in entry.get("matches", {}).items():
-            test = test & field[name].rlike(f"(?s)^(?:{pattern})$")
+            test = test & field[name].rlike(f"(?s)^(?:{pattern})\\z")
         if "category" in entry:
-            names = F.array(*[F.lit(n) for n in rules.categories[entry["category"]]])
-            test = test & (field["source"] != "") & F.arrays_overlap(labels, names)
+            listed = rules.categories[entry["category"]]
+            names = F.array(*[F.lit(n) for n in listed])
+            named = field["source"].isin(*listed) | F.arrays_overlap(labels, names)
+            test = test & (field["source"] != "") & named
         return test
 
     chosen = F.lit(None).cast("string")

@@ -139,7 +139,7 @@ def sessionize(events: DataFrame, settings: Settings) -> DataFrame:
         F.coalesce(_first(F.col("device_class")), _first(F.col("device_type"))).alias("device_type"),
         F.coalesce(_first(F.col("is_bot")), F.lit(False)).alias("is_bot"),
         F.count(F.when(conversion, 1)).alias("conversions"),
-        F.sum(F.when(conversion, F.col("revenue"))).alias("revenue"),
+        F.try_sum(F.when(conversion, F.col("revenue"))).alias("revenue"),  # null past DECIMAL(38,6)
         F.min(F.when(conversion, F.col("timestamp"))).alias("first_conversion_at"),
         F.first("chain").alias("chain"),
     )

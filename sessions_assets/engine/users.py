@@ -40,7 +40,7 @@ def users(sessions: DataFrame, events: DataFrame) -> DataFrame:
         F.sum("num_events").alias("events"),
         first.alias("_first"),
         F.sum("conversions").alias("conversions"),
-        F.sum("revenue").alias("revenue"),  # null when no session has any
+        F.try_sum("revenue").alias("revenue"),  # null when no session has any, or past DECIMAL(38,6)
         F.min("first_conversion_at").alias("first_conversion_at"),
     )
     ids = events.groupBy("user_key").agg(

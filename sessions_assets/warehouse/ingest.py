@@ -160,7 +160,7 @@ def _read_lines(wh: Warehouse, files: list[LandingFile]) -> tuple[DataFrame, int
         staged.append(folder)
     for n, f in enumerate(files):
         if _UNADDRESSABLE in f.name:
-            copy = f"{staged[0]}/{n}{next(s for s in ('.jsonl.gz', '.jsonl', '.json') if f.name.endswith(s))}"
+            copy = f"{staged[0]}/{n}{next(s for s in ('.jsonl.gz', '.gz', '.jsonl', '.json') if f.name.endswith(s))}"
             wh.storage.fs.copy(f.uri, copy)
             paths[f.uri] = copy
         else:

@@ -155,12 +155,13 @@ class Storage:
         """``segment-logs/<source-id>/<day in ms>`` folders; an empty source folder is reported."""
         found = []
         for source, info in self._children(path):
-            if info["type"] != "directory":
+            if info["type"] != "directory" or source.startswith((".", "_")):  # a marker, an upload in progress
                 continue
             name = f"{SEGMENT}/{source}"
             days = [(n, i) for n, i in self._children(info["name"].rstrip("/")) if i["type"] == "directory"]
             if not days:
-                found.append(LandingFolder(self._uri(info["name"].rstrip("/")), name, None, "an empty source folder"))
+                problem = "an empty source folder (no <day in ms> folder in it)"
+                found.append(LandingFolder(self._uri(info["name"].rstrip("/")), name, None, problem))
             for folder, day_info in days:
                 day = _segment_day(folder)
                 problem = None if day else f"{folder} is not the millisecond start of a UTC day"
@@ -181,7 +182,7 @@ class Storage:
         sources = [
             name
             for name, info in self._children(f"{self._root_path}/{LANDING}/{SEGMENT}")
-            if info["type"] == "directory"
+            if info["type"] == "directory" and not name.startswith((".", "_"))
         ]
         files = [
             f for source in sources for f in self._files(self.folder(day, source), source, READABLE_SUFFIXES[layout])
@@ -219,7 +220,7 @@ class Storage:
         return LandingFile(uri, name, fingerprint, source_id=source)
 
     def fingerprint(self, day: date) -> str:
-        """Changes when a received day's folder gains, loses or changes a file."""
+        """Changes when a received day's folder (in Segment's layout, any source's) gains, loses or changes a file."""
         digest = hashlib.sha256()
         for file in self.landing_files(day):
             digest.update(f"{file.fingerprint}\n".encode())
@@ -238,13 +239,15 @@ class Storage:
 
 
 def _segment_day(folder: str) -> date | None:
-    """The received day a Segment folder names: the Unix milliseconds of its UTC midnight, else None."""
-    if not folder.isdigit() or int(folder) % DAY_MS:
+    """The received day a Segment folder names: the Unix milliseconds of its UTC midnight, written as Segment
+    writes it (ASCII digits, no leading zero), else None."""
+    if not re.fullmatch(r"[1-9][0-9]*", folder) or int(folder) % DAY_MS:
         return None
     try:
-        return date(1970, 1, 1) + timedelta(days=int(folder) // DAY_MS)
+        day = date(1970, 1, 1) + timedelta(days=int(folder) // DAY_MS)
     except OverflowError:
         return None
+    return day if _segment_folder(day) == folder else None
 
 
 def _segment_folder(day: date) -> str:

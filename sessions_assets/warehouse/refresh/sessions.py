@@ -150,7 +150,11 @@ def _summarise_sessions(ops: DataFrame) -> tuple[Outcome, set[date]]:
     keys = ("_op", "session_date", landing.alias("landing"), source.alias("source"), "default_channel_group")
     summary = (
         ops.groupBy(*keys)
-        .agg(F.count(F.lit(1)).alias("n"), F.sum("conversions").alias("conversions"), F.sum("revenue").alias("revenue"))
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum("conversions").alias("conversions"),
+            F.try_sum("revenue").alias("revenue"),
+        )
         .collect()
     )
     stored_days, paths, sources, channels = set(), Counter(), Counter(), Counter()
@@ -163,7 +167,7 @@ def _summarise_sessions(ops: DataFrame) -> tuple[Outcome, set[date]]:
         if row._op in ("insert", "update"):
             paths[row.landing] += row.n
             sources[row.source] += row.n
-            channels[row.default_channel_group or "(not computed)"] += row.n
+            channels[row.default_channel_group or "(no rule matched)"] += row.n
             conversions += row.conversions or 0
             revenue += row.revenue or 0
     done.counts["conversions_written"] = conversions
