@@ -43,7 +43,7 @@ def _per_source(files: list[dict]) -> dict[str, dg.MetadataValue]:
     """A row per Segment source of the run's days (none in the received_date layout)."""
     sources: dict[str, dict] = {}
     for f in files:
-        if f["source"] is not None:
+        if f.get("source") is not None:
             row = sources.setdefault(
                 f["source"],
                 {"source_id": f["source"], "files": 0, "files_not_read": 0, "lines": 0, "accepted": 0, "rejected": 0},
@@ -77,7 +77,7 @@ def ingest(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeli
         for reason, n in d.reasons.items():
             reasons[reason] = reasons.get(reason, 0) + n
     files = [
-        {"received_day": day.isoformat(), "file": _file_name(uri, counts["source"]), **counts}
+        {"received_day": day.isoformat(), "file": _file_name(uri, counts.get("source")), **counts}
         for day, d in sorted(done.items())
         for uri, counts in sorted(d.files.items())
     ]

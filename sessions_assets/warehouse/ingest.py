@@ -43,7 +43,7 @@ class IngestedDay:
     # Event days this ingest may have changed: those it maps now and those an earlier ingest of the same
     # received day mapped (a re-ingest without an event day must still correct that day).
     event_days: list[date] = field(default_factory=list)
-    # file URI -> its source (Segment's layout), lines, accepted, rejected, or why it was not read
+    # file URI -> its source (in Segment's layout only), lines, accepted, rejected, or why it was not read
     files: dict[str, dict] = field(default_factory=dict)
 
     @property
@@ -90,9 +90,7 @@ def _replace_days(
         day: IngestedDay(
             fingerprints[day],
             files={
-                f.uri: {"source": f.source_id, "lines": 0, "accepted": 0, "rejected": 0}
-                for f in files[day]
-                if not f.skip_reason
+                f.uri: {**_source(f), "lines": 0, "accepted": 0, "rejected": 0} for f in files[day] if not f.skip_reason
             },
         )
         for day in days
@@ -111,7 +109,7 @@ def _replace_days(
     for f, reason, detail in skipped:
         ingested = done[day_of[f.uri]]
         ingested.files[f.uri] = {
-            "source": f.source_id,
+            **_source(f),
             **ingested.files.get(f.uri, {}),
             "skipped": reason,
             "detail": detail,
@@ -148,6 +146,11 @@ def _replace_days(
     )
     wh.replace_where(RECEIVED_DAYS, record, where)
     return done
+
+
+def _source(file: LandingFile) -> dict[str, str]:
+    """A file's source, for its counts: Segment's layout has one, ours none."""
+    return {"source": file.source_id} if file.source_id else {}
 
 
 def _read_lines(wh: Warehouse, files: list[LandingFile]) -> tuple[DataFrame, int, list, list[str]]:

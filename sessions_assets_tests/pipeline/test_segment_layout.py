@@ -85,7 +85,7 @@ def test_a_source_that_appears_only_on_a_later_day_joins_that_day(delivered):
 def test_an_empty_source_folder_is_reported_once_and_skipped(delivered):
     wh, root, reported, _ = delivered
     assert_tables_match_oracle(wh, root)
-    assert "segment-logs/ios: an empty source folder, skipped" in reported
+    assert "segment-logs/ios: an empty source folder (no <day in ms> folder in it), skipped" in reported
 
 
 def test_a_folder_named_off_midnight_is_reported_and_its_lines_not_read(delivered):
