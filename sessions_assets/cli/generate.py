@@ -344,8 +344,10 @@ def source_of(line: str) -> str:
 def _write_segment(storage: Storage, rng: random.Random, by_day: dict[date, list[str]], summary) -> None:
     for day, lines in sorted(by_day.items()):
         rng.shuffle(lines)
-        for source in SOURCES:
-            sent = [line for line in lines if source_of(line) == source]
+        by_source: dict[str, list[str]] = {source: [] for source in SOURCES}
+        for line in lines:  # each line parsed once
+            by_source[source_of(line)].append(line)
+        for source, sent in by_source.items():
             # Segment's file names: the upload's Unix milliseconds and a random suffix.
             at = int(datetime.combine(day, time(23, 59), UTC).timestamp() * 1000)
             name = f"{at + rng.randrange(60_000)}.{rng.getrandbits(48):012x}.gz"
