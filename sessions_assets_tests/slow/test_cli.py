@@ -1,7 +1,7 @@
 """``sessions-assets`` as a user runs it: separate processes, no ``DAGSTER_HOME``, a fresh data root.
 
-One generated landing zone is run once for the module (each run is a Spark start and a minute or more of
-work on two cores); the scenarios then ask what a user would: are the tables right, does a second run leave
+One generated landing zone is run once for the module, as ``make demo`` runs it: one run with a Spark driver of
+its own (no ``SPARK_REMOTE``), a minute of work on two cores. The scenarios then ask what a user would: are the tables right, does a second run leave
 them alone, what does ``status`` say, does a repair of a damaged day put it right. Mistakes a user can make
 end with exit code 2 and one line on stderr, before anything starts.
 """
@@ -32,13 +32,14 @@ def table_versions(root: Path) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def processed(tmp_path_factory):
-    """A generated landing zone (three received days, twenty users) after one ``run``: its root and the run."""
+    """A generated landing zone (three received days, twenty users) after one ``run`` with a driver of its own: its
+    root and the run."""
     work = tmp_path_factory.mktemp("cli")
     root = work / "data"
     generated = run("generate", "--data-root", str(root), "--days", "3", "--users", "20", cwd=work)
     assert generated.returncode == 0, generated.stderr
     assert generated.stdout.startswith("Generated ") and "for received days" in generated.stdout
-    first = run("run", "--data-root", str(root), cwd=work)
+    first = run("run", "--data-root", str(root), cwd=work, env={"SPARK_REMOTE": ""})
     assert first.returncode == 0, first.stdout + first.stderr[-3000:]
     return root, first
 

@@ -1,8 +1,9 @@
-"""The pipeline on a real standalone Spark cluster (``SPARK_MASTER=spark://...``), in both Spark modes.
+"""The pipeline on a real standalone Spark cluster (``SPARK_MASTER=spark://...``), as a deployment runs it there.
 
-The driver runs in the CLI's process, or in a Spark Connect server the runs attach to; either way the tasks run in
-executors the master starts on two workers, which load Delta's jars from the driver (``spark.jars``) and start
-Python workers with this interpreter. Two received days first, then a third whose late events reach back into
+The driver is a Spark Connect server started with the cluster's settings, and the CLI's runs attach to it; the tasks
+run in executors the master starts on two workers, which load Delta's jars from the driver (``spark.jars``) and
+start Python workers with this interpreter. A run with a driver of its own differs only in where the driver
+lives (``slow/test_cli.py`` runs one, locally). Two received days first, then a third whose late events reach back into
 theirs; then every table equals the oracle's full recompute and a third run finds nothing to do.
 """
 
@@ -24,8 +25,7 @@ from sessions_assets_tests.slow.commands import cli
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("driver", ["own_driver", "connect_server"])
-def test_the_pipeline_on_a_standalone_cluster_builds_exact_tables(driver, spark_cluster, spark, tmp_path, monkeypatch):
+def test_the_pipeline_on_a_standalone_cluster_builds_exact_tables(spark_cluster, spark, tmp_path, monkeypatch):
     staging, data_root = tmp_path / "staging", tmp_path / "data"
     cli("generate", "--data-root", str(staging), "--days", "3", "--users", "8", "--seed", "3", cwd=tmp_path, env={})
     (data_root / "landing").mkdir(parents=True)
@@ -36,28 +36,22 @@ def test_the_pipeline_on_a_standalone_cluster_builds_exact_tables(driver, spark_
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
     }
-    env = {"DAGSTER_HOME": str(tmp_path / "dagster_home"), "TZ": "UTC"}
-    if driver == "own_driver":
-        env |= {**on_the_cluster, "SPARK_REMOTE": ""}
-    else:  # the server is the driver, started with the cluster's settings; the runs only attach to it
-        for name, value in on_the_cluster.items():
-            monkeypatch.setenv(name, value)
-        server = Server(tmp_path / "spark-server")
-        server.start(port=free_port())
-        env["SPARK_REMOTE"] = server.running()["url"]
+    for name, value in on_the_cluster.items():  # the server's settings; the runs only attach to it
+        monkeypatch.setenv(name, value)
+    server = Server(tmp_path / "spark-server")
+    server.start(port=free_port())
+    env = {"DAGSTER_HOME": str(tmp_path / "dagster_home"), "TZ": "UTC", "SPARK_REMOTE": server.running()["url"]}
     try:
         _runs(staging, data_root, tmp_path, env)
     finally:
-        if driver == "connect_server":
-            server.stop()
+        server.stop()
 
-    # The executors did the work: each run (or the server) was an application of the master, with an executor on
-    # each worker that ran tasks.
+    # The executors did the work: the server was an application of the master, with an executor on each worker
+    # that ran tasks.
     state = spark_cluster.state()
     assert not state["activeapps"], state["activeapps"]
-    name = "sessions-assets" if driver == "own_driver" else "sessions-assets Spark Connect server"
-    apps = [a for a in state["completedapps"] if a["name"] == name]
-    assert len(apps) >= (2 if driver == "own_driver" else 1), state["completedapps"]
+    apps = [a for a in state["completedapps"] if a["name"] == "sessions-assets Spark Connect server"]
+    assert len(apps) == 1, state["completedapps"]
     executors = spark_cluster.executor_dirs()
     assert {d.parents[1] for d in executors} == set(spark_cluster.work_dirs), executors
     ran_tasks = [d for d in executors if "Finished task" in (d / "stderr").read_text(errors="replace")]

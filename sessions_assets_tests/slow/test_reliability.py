@@ -1,4 +1,5 @@
-"""What goes wrong around ``sessions-assets run``: two at once, one killed, a landing zone with stray files.
+"""What goes wrong around ``sessions-assets run``: two at once, one killed, its Spark Connect server killed, a landing
+zone with stray files.
 
 Runs are real ``sessions-assets`` processes on a fresh data root with no ``DAGSTER_HOME``, so their Dagster
 instance lives in the data root (created under a file lock); the stray files are processed in this process
@@ -144,3 +145,34 @@ def test_hidden_files_are_reported_unread_and_a_folder_that_is_no_received_day_b
         "received days to ingest: none\nrefresh due: no\n"
         "skipped landing folder notes: not named received_date=YYYY-MM-DD, skipped\n",
     )
+
+
+def test_a_server_killed_during_a_refresh_fails_the_run_in_one_line_and_the_next_run_completes_it(
+    tmp_path, spark, connect_server
+):
+    """A server of the test's own, killed once the run's refresh has begun; started again on the same port."""
+    root = generated(tmp_path, seed=22)
+    url = connect_server.running()["url"]
+    process = start("run", "--data-root", str(root), cwd=tmp_path, out=tmp_path / "killed", env={"SPARK_REMOTE": url})
+    events = root / "warehouse" / "events" / "_delta_log"
+    deadline = time.monotonic() + TIMEOUT
+    while not events.is_dir():  # the ingest is committed, the refresh has begun
+        assert process.poll() is None, Path(f"{tmp_path / 'killed'}.err").read_text()[-3000:]
+        assert time.monotonic() < deadline, "the refresh did not begin in time"
+        time.sleep(0.1)
+    os.killpg(connect_server.running()["pid"], signal.SIGKILL)
+
+    code, stdout, stderr = finished(process, tmp_path / "killed")
+
+    assert code == 1 and "Done in" not in stdout, stdout + stderr[-3000:]
+    assert not python_traceback(stderr), stderr[-3000:]
+    [said] = [line for line in stderr.splitlines() if line.startswith("sessions-assets")]  # below Dagster's log
+    assert said.startswith("sessions-assets: process_job failed") and f"server at {url} does not answer" in said
+    down = run("run", "--data-root", str(root), cwd=tmp_path, env={"SPARK_REMOTE": url})
+    assert down.returncode == 1 and f"server at {url} does not answer" in down.stderr, down.stderr[-3000:]
+
+    connect_server.start(port=int(url.rsplit(":", 1)[1]))
+    again = run("run", "--data-root", str(root), cwd=tmp_path, env={"SPARK_REMOTE": url})
+
+    assert again.returncode == 0, again.stdout + again.stderr[-3000:]
+    assert_tables_match_oracle(Warehouse(spark, Storage(str(root))), root)
