@@ -274,13 +274,14 @@ CHECKSUMS_WHEN_REQUIRED = {
 def maven_jar(coordinates: str) -> Path:
     """``group:artifact:version:jar:classifier`` from the local Maven repository, fetched when missing."""
     group, artifact, version, _, classifier = coordinates.split(":")
-    jar = Path.home() / ".m2" / "repository" / Path(*group.split(".")) / artifact / version
-    jar = jar / f"{artifact}-{version}-{classifier}.jar"
+    repository = Path.home() / ".m2" / "repository"  # told to Maven, whose JVM takes its home from the passwd entry
+    jar = repository / Path(*group.split(".")) / artifact / version / f"{artifact}-{version}-{classifier}.jar"
     if not jar.exists():
         if not shutil.which("mvn"):
             pytest.fail(f"{coordinates} is not in ~/.m2 and Maven is not installed (apt-get install maven)")
+        get = [MAVEN_GET, f"-Dartifact={coordinates}", "-Dtransitive=false", f"-Dmaven.repo.local={repository}"]
         fetch = subprocess.run(
-            ["mvn", "-q", "-B", MAVEN_GET, f"-Dartifact={coordinates}", "-Dtransitive=false"],
+            ["mvn", "-q", "-B", *get],
             capture_output=True,
             text=True,
             stdin=subprocess.DEVNULL,
