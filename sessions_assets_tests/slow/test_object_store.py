@@ -1,8 +1,8 @@
-"""The pipeline on object storage: the data root is ``s3a://bucket/root`` on an S3-compatible server.
+"""The pipeline on object storage: the data root is ``s3a://bucket/<layout>`` on an S3-compatible server.
 
 The landing zone is uploaded with s3fs, in either layout (``received_date=`` folders, or Segment's S3
-destination: ``segment-logs/<source>/<day in ms>/``); ``sessions-assets run`` lists it
-through fsspec (s3fs) and reads and writes through Spark's s3a connector (``hadoop-aws``). Two received days
+destination: ``segment-logs/<source>/<day in ms>/``); ``sessions-assets run`` lists it through fsspec (s3fs) and
+reads and writes through Spark's s3a connector (``hadoop-aws``), on a driver of its own. Two received days
 first, then a third whose late events reach back into theirs. The warehouse, copied back as it is on the
 store, must then equal the oracle's full recompute of the landing zone, and a third run finds nothing to do.
 
@@ -35,10 +35,11 @@ def test_the_pipeline_on_s3_builds_exact_tables(layout, s3_server, spark, tmp_pa
     staging = tmp_path / "staging"
     generate = ("generate", "--data-root", str(staging), "--days", "3", "--users", "8", "--seed", "11")
     _cli(*generate, "--layout", layout, cwd=tmp_path, env={})
-    root = f"{s3_server.bucket}/root"
+    root = f"{s3_server.bucket}/{layout}"  # the bucket is the module's: a data root per layout
     data_root = f"s3a://{root}"
     fs = s3_server.filesystem()
     env = {**s3_server.env(), "DAGSTER_HOME": str(tmp_path / "dagster_home"), "SPARK_DRIVER_MEMORY": "2g", "TZ": "UTC"}
+    env["SPARK_REMOTE"] = ""  # a driver of their own, with hadoop-aws: the tests' server was started without it
 
     folders = Storage(str(staging)).landing_folders()  # a received day's folder, or each source's of a day
     days = sorted({f.day for f in folders})
