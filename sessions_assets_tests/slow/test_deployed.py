@@ -116,6 +116,7 @@ def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path,
         assert failed, "no run failed: the server was killed after the refresh"
         step_failure = dg.DagsterEventType.STEP_FAILURE
         for run in failed:
+            assert run["jobName"] == "process_job", run
             [record] = instance.get_records_for_run(run["runId"], of_type=step_failure, limit=1).records
             said = record.event_log_entry.dagster_event.event_specific_data.error.message
             # Down, or (back before the run's retries ran out) without the run's session.
