@@ -106,9 +106,8 @@ class Server:
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / "fair-scheduler.xml").write_text(FAIR_POOLS)
         command = self.command(host, port)  # before the process: a missing jar is said here, in one line
-        env = {**os.environ, "SPARK_HOME": spark.spark_home(), "PYSPARK_PYTHON": sys.executable}
-        for name in spark.CONNECT_CLIENT_VARIABLES:  # they would make spark-submit start a client, not a server
-            env.pop(name, None)
+        # Without SPARK_REMOTE: it would make spark-submit start a client, not a server.
+        env = {**spark.classic_env(), "SPARK_HOME": spark.spark_home(), "PYSPARK_PYTHON": sys.executable}
         with open(self.log, "w") as out:
             process = subprocess.Popen(
                 command,

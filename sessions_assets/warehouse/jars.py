@@ -79,11 +79,10 @@ def fetch(folder: Path | None = None) -> list[str]:
                 f".config('spark.jars.packages', {','.join(wanted)!r}).config('spark.jars.ivy', {ivy!r})"
                 ".config('spark.ui.enabled', 'false').getOrCreate().stop()"
             )
-            from sessions_assets.warehouse.spark import CONNECT_CLIENT_VARIABLES
+            from sessions_assets.warehouse.spark import classic_env  # spark.py imports this module
 
             # A driver of its own resolves them, even where the runs attach to a server (SPARK_REMOTE).
-            env = {k: v for k, v in os.environ.items() if k not in CONNECT_CLIENT_VARIABLES}
-            done = subprocess.run([sys.executable, "-c", start], capture_output=True, text=True, env=env)
+            done = subprocess.run([sys.executable, "-c", start], capture_output=True, text=True, env=classic_env())
             jars = sorted(Path(ivy, "jars").glob("*.jar"))
             if done.returncode != 0 or not jars:
                 raise JarsMissing(f"resolving {', '.join(wanted)} failed:\n{done.stderr[-3000:]}")

@@ -40,6 +40,11 @@ CONNECT_RETRIES = 4
 CONNECT_CLIENT_VARIABLES = ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")
 
 
+def classic_env() -> dict[str, str]:
+    """This process's environment for a process that must start a classic driver (a server, a jar resolver)."""
+    return {k: v for k, v in os.environ.items() if k not in CONNECT_CLIENT_VARIABLES}
+
+
 class ServerUnreachable(RuntimeError):
     """``SPARK_REMOTE`` names a Spark Connect server that does not answer; the message says what to do."""
 

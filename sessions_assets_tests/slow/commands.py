@@ -14,20 +14,15 @@ TIMEOUT = 600
 COMMAND = [sys.executable, "-m", "sessions_assets.cli.main"]
 
 
-def short_lived_jvm(conf: str) -> str:
-    """``SPARK_CONF`` ``conf`` for a driver that lives one short run: it compiles with C1 only, a third less CPU on two
-    cores than with C2's compiles too, and the same results. (Not for the tests' server: over a whole test run, C2's
-    code pays for its compiles.)"""
-    if "TieredStopAtLevel" in conf:
-        return conf
-    return f"{conf} spark.driver.extraJavaOptions={shlex.quote(f'{DRIVER_JAVA_OPTIONS} -XX:TieredStopAtLevel=1')}"
-
-
 def user_env(**extra: str) -> dict[str, str]:
     """The caller's environment without a Dagster home or pipeline settings, in UTC, then ``extra``: its runs attach
-    to the tests' Spark Connect server (``SPARK_REMOTE``) unless ``extra`` unsets it."""
+    to the tests' Spark Connect server (``SPARK_REMOTE``) unless ``extra`` unsets it. The JVM of a short run with a
+    driver of its own compiles with C1 only: a third less CPU on two cores, the same results. (Not the tests'
+    server: over a whole test run, C2's code pays for its compiles.)"""
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME" and not k.startswith("SESSIONS_")}
-    return {**env, "TZ": "UTC", "SPARK_CONF": short_lived_jvm(env.get("SPARK_CONF", "")), **extra}
+    jvm = shlex.quote(f"{DRIVER_JAVA_OPTIONS} -XX:TieredStopAtLevel=1")
+    conf = f"{env.get('SPARK_CONF', '')} spark.driver.extraJavaOptions={jvm}"
+    return {**env, "TZ": "UTC", "SPARK_CONF": conf, **extra}
 
 
 def run(

@@ -3,8 +3,8 @@
 One generated landing zone is run once for the module, as ``make demo`` runs it: one run with a Spark driver of
 its own (no ``SPARK_REMOTE``), a minute of work on two cores. The scenarios then ask what a user would: are the
 tables right, does a second run leave them alone, what does ``status`` say, does a repair of a damaged day put it
-right (the later runs attach to the tests' server). Mistakes a user can make
-end with exit code 2 and one line on stderr, before anything starts.
+right (the later runs attach to the tests' server). Mistakes a user can make end with exit code 2 and one line on
+stderr, before anything starts.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 The driver is a Spark Connect server started with the cluster's settings, and the CLI's runs attach to it; the tasks
 run in executors the master starts on two workers, which load Delta's jars from the driver (``spark.jars``) and
-start Python workers with this interpreter. A run with a driver of its own differs only in where the driver
-lives (``slow/test_cli.py`` runs one, locally). Two received days first, then a third whose late events reach back into
+start Python workers with this interpreter. A run with a driver of its own differs only in where the driver lives
+(``slow/test_cli.py`` runs one, locally). Two received days first, then a third whose late events reach back into
 theirs; then every table equals the oracle's full recompute and a third run finds nothing to do.
 """
 

@@ -1,5 +1,5 @@
-"""What goes wrong around ``sessions-assets run``: two at once, one killed, its Spark Connect server killed, a landing
-zone with stray files.
+"""What goes wrong around ``sessions-assets run``: two at once, one killed, its Spark Connect server killed, a
+landing zone with stray files.
 
 Runs are real ``sessions-assets`` processes on a fresh data root with no ``DAGSTER_HOME``, so their Dagster
 instance lives in the data root (created under a file lock); the stray files are processed in this process
