@@ -12,6 +12,7 @@ from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import (
     DAILY_SNAPSHOT,
     EVENTS,
+    IDENTITIES,
     PARTITION_MAP,
     RAW_EVENTS,
     RECEIVED_DAYS,
@@ -99,7 +100,28 @@ def assert_tables_match_oracle(
         "daily_snapshot",
     )
     assert_same(rows(wh.read(USERS), USER_COLUMNS), oracle_rows(oracle["users"], USER_COLUMNS), "users")
+    assert_identities_match(wh, oracle["events"])
     return oracle
+
+
+def assert_identities_match(wh: Warehouse, events: list[dict]) -> None:
+    """The internal ``identities`` tallies the kept events: per (person, anonymous id, user id) their count and
+    latest link exactly, and a span of days that holds every one of them."""
+    expected: dict[tuple, dict] = {}
+    for e in events:
+        tally = expected.setdefault((e["user_key"], e["anonymous_id"], e["user_id"]), {"events": 0, "days": set()})
+        tally["events"] += 1
+        tally["days"].add(e["timestamp"].astimezone(UTC).date())
+        if e["user_id"] is not None and e["anonymous_id"] is not None:
+            tally["link"] = max(tally.get("link", (e["timestamp"], e["message_id"])), (e["timestamp"], e["message_id"]))
+    stored = {(r.user_key, r.anonymous_id, r.user_id): r for r in wh.read(IDENTITIES).collect()}
+    assert set(stored) == set(expected), f"identities: keys differ by {set(stored) ^ set(expected)}"
+    for key, tally in expected.items():
+        row = stored[key]
+        assert row.events == tally["events"], f"identities {key}: {row.events} events, not {tally['events']}"
+        assert row.first_day <= min(tally["days"]) and row.last_day >= max(tally["days"]), f"identities {key} days"
+        link = (as_utc(row.link_at), row.link_id) if row.link_at is not None else None
+        assert link == tally.get("link"), f"identities {key}: link {link}, not {tally.get('link')}"
 
 
 def assert_same(actual: Counter, expected: Counter, what: str) -> None:

@@ -1,6 +1,6 @@
 """The one record of what a derived table has absorbed: the version of its input, kept in its own commits.
 
-``events`` absorbs ``raw_events``, ``sessions`` absorbs ``events``, ``users`` absorbs both, ``lifecycle`` absorbs
+``events`` absorbs ``raw_events``, ``identities`` and ``sessions`` absorb ``events``, ``users`` absorbs both, ``lifecycle`` absorbs
 ``sessions``, and ``daily_snapshot`` absorbs ``lifecycle`` and ``received_days`` (the snapshot's horizon moves
 with every ingest).
 Each commit of a derived table notes ``{"absorbed": {<input>: <version>}}`` in its ``userMetadata``,
@@ -23,6 +23,7 @@ from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import (
     DAILY_SNAPSHOT,
     EVENTS,
+    IDENTITIES,
     LIFECYCLE,
     RAW_EVENTS,
     RECEIVED_DAYS,
@@ -37,6 +38,7 @@ NO_DATA_CHANGE = ("OPTIMIZE", "VACUUM START", "VACUUM END", "ADD COLUMNS")
 # totals it was summed from, and the ``received_days`` version whose horizon it was summed up to).
 FOLLOWS = (
     (EVENTS, RAW_EVENTS),
+    (IDENTITIES, EVENTS),
     (SESSIONS, EVENTS),
     (USERS, SESSIONS),
     (USERS, EVENTS),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import types as T
 
+from sessions_assets.engine.identity import TALLY_SCHEMA
 from sessions_assets.engine.schema import schema
 from sessions_assets.engine.sessionize import SESSION_SCHEMA
 from sessions_assets.engine.users import USER_SCHEMA
@@ -104,6 +105,10 @@ SESSIONS = Table(
     sort_by=("session_date", "user_key", "session_start"),
     properties=(CHANGE_FEED, DELETION_VECTORS),
 )
+# Internal: the ids each person's events carry (``engine/identity.py`` ``tallies``), kept by the events step, so
+# that finding a day's persons, a device's events and a person's ids reads this, not every event. Sorted by
+# anonymous id, the key most lookups name.
+IDENTITIES = Table("identities", TALLY_SCHEMA, sort_by=("anonymous_id", "user_key"), properties=(DELETION_VECTORS,))
 # One row per person, rewritten in place where persons change (deletion vectors mark the old rows).
 USERS = Table("users", USER_SCHEMA, sort_by=("user_key",), properties=(DELETION_VECTORS,))
 # Transition totals per (day, state), future days included: what the snapshot is summed from.
@@ -131,6 +136,7 @@ ALL = (
     PARTITION_MAP,
     RECEIVED_DAYS,
     EVENTS,
+    IDENTITIES,
     SESSIONS,
     USERS,
     LIFECYCLE,

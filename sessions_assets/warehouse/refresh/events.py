@@ -3,7 +3,7 @@ each with its person as ``user_key`` (``engine/identity.py``)."""
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, timedelta
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -12,6 +12,7 @@ from sessions_assets.engine import dedup, identity
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import ledger
 from sessions_assets.warehouse.delta import Commit, Warehouse, assign, insert, on_days
+from sessions_assets.warehouse.refresh import identities
 from sessions_assets.warehouse.refresh.outcome import Outcome, days_in, rebuilding, rebuilt, repair_commit
 from sessions_assets.warehouse.tables import EVENTS, RAW_EVENTS
 
@@ -22,6 +23,7 @@ METRICS = {"insert": "rows_inserted", "update": "rows_updated", "delete": "rows_
 
 def refresh_events(wh: Warehouse, settings: Settings, repair: tuple[date, date] | None = None) -> Outcome:
     """Absorb the received days ingested since the last run; with ``repair``, also recompute those event days."""
+    identities.catch_up(wh)  # a run killed between the events' commit and its own left it behind
     at = ledger.position(wh, EVENTS, RAW_EVENTS)
     rebuild, feed = rebuilding(wh, at)
     stitched = {STITCHED: settings.stitch_identities}  # noted with each commit: a switch rebuilds the table
@@ -31,6 +33,7 @@ def refresh_events(wh: Warehouse, settings: Settings, repair: tuple[date, date] 
             kept = kept.localCheckpoint()  # read twice: its links, then its rows
             kept = identity.stitch(kept, identity.persons(kept))
         wh.overwrite(EVENTS, kept, Commit(at.replacing.note | stitched))
+        identities.catch_up(wh, rebuild=True)
         return rebuilt(wh, EVENTS, "event_date", at)
     done = Outcome("incremental" if feed is not None else "up to date", at.latest)
     if feed is not None:
@@ -62,94 +65,146 @@ def _ingested(wh: Warehouse, at: ledger.Position) -> list[dict[str, str]]:
     return [c.get("operationMetrics", {}) for c in commits if c.get("operation") not in ledger.NO_DATA_CHANGE]
 
 
-def _stored(wh: Warehouse, hashes: DataFrame) -> DataFrame:
-    """The stored rows of messages with these hashes: one scan of the narrow hash column finds their days,
-    then only those days are read whole."""
+# What the arrivals of new copies compare, and what stitching reads, of a stored row: no row is read whole.
+NARROW = ("message_hash", "message_id", "event_date", "received_at", "received_date", *identity.LINK_COLUMNS[1:])
+
+
+def _stored(wh: Warehouse, hashes: DataFrame, columns=None) -> DataFrame:
+    """The stored rows of messages with these hashes (only ``columns``): one scan of the narrow hash column finds
+    their days, then only those days are read."""
     events = wh.read(EVENTS)
     found = events.select("message_hash", "event_date").join(F.broadcast(hashes), "message_hash", "left_semi")
     days = days_in(found, "event_date")
-    return events.where(F.col("event_date").isin(days)).join(F.broadcast(hashes), "message_hash", "left_semi")
+    on_days_found = events.where(F.col("event_date").isin(days))
+    if columns is not None:
+        on_days_found = on_days_found.select(*dict.fromkeys(columns))
+    return on_days_found.join(F.broadcast(hashes), "message_hash", "left_semi")
 
 
-def _arrivals(wh: Warehouse, copies: DataFrame) -> DataFrame:
-    """New copies only: each message's first new copy against the stored one (matched on the id itself)."""
+def _arrivals(wh: Warehouse, copies: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """New copies only: each message's first new copy against the stored one (matched on the id itself). Returns
+    the writes and the stored rows they may replace."""
     incoming = dedup.keep_first(copies).select(*EVENTS.columns).localCheckpoint()
-    stored = _stored(wh, incoming.select("message_hash").distinct())
-    return dedup.arrivals(
-        incoming, stored.join(incoming.select("message_id"), "message_id", "left_semi"), EVENTS.columns
-    )
+    stored = _stored(wh, incoming.select("message_hash").distinct(), NARROW)
+    stored = stored.join(incoming.select("message_id"), "message_id", "left_semi").localCheckpoint()
+    padded = stored.select(*[F.col(c) if c in NARROW else F.lit(None).alias(c) for c in EVENTS.columns])
+    return dedup.arrivals(incoming, padded, EVENTS.columns), stored
 
 
-def _corrections(wh: Warehouse, hashes: DataFrame, raw_version: int) -> DataFrame:
-    """Every copy of these messages, wherever received, decides their rows afresh."""
+def _corrections(wh: Warehouse, hashes: DataFrame, raw_version: int) -> tuple[DataFrame, DataFrame]:
+    """Every copy of these messages, wherever received, decides their rows afresh. Returns the writes and the
+    stored rows they may replace."""
     hashes = hashes.localCheckpoint()
     raw = wh.read(RAW_EVENTS, raw_version)
     found = raw.select("message_hash", "received_date").join(F.broadcast(hashes), "message_hash", "left_semi")
     received = days_in(found, "received_date")
     copies = raw.where(F.col("received_date").isin(received)).join(F.broadcast(hashes), "message_hash", "left_semi")
     wanted = dedup.keep_first(copies).select(*EVENTS.columns)
+    stored = _stored(wh, hashes).localCheckpoint()
     # ``user_key`` is compared by the stitching that follows (``_stitched``): the copies carry the raw identity.
-    return dedup.corrections(wanted, _stored(wh, hashes), EVENTS.columns, ignored=("user_key",))
+    return dedup.corrections(wanted, stored, EVENTS.columns, ignored=("user_key",)), stored.select(*NARROW)
 
 
-def _stitched(wh: Warehouse, ops: DataFrame, replaces: bool, also: DataFrame | None) -> tuple[DataFrame, Outcome]:
-    """``ops`` with each written event's person, and the stored events that change person as updates.
+def _links(rows: DataFrame) -> DataFrame:
+    """The links among rows: those carrying both ids (``identity.LINK_COLUMNS``)."""
+    return rows.where("user_id IS NOT NULL AND anonymous_id IS NOT NULL").select(*identity.LINK_COLUMNS)
 
-    The anonymous ids of ``ops`` (with those of the rows they replace when ``replaces``, and ``also``) are
-    looked up in one scan of narrow columns of ``events``: with the links ``ops`` write, that is every link of
-    those ids, so each id's person is decided afresh. Stored anonymous events of those ids whose person is not
-    that one move to it, on whatever day they are."""
-    ids = ops.select("anonymous_id")
-    if replaces:  # a row replaced on its day may have carried another anonymous id: its person is decided too
-        hashes = F.broadcast(ops.where("_op = 'update'").select("message_hash", "message_id"))
-        ids = ids.union(
-            wh.read(EVENTS)
-            .select("message_hash", "message_id", "anonymous_id")
-            .join(hashes, ["message_hash", "message_id"], "left_semi")
-            .select("anonymous_id")
-        )
+
+def _stitched(wh: Warehouse, ops: DataFrame, replaced: DataFrame, also: DataFrame | None) -> tuple[DataFrame, Outcome]:
+    """``ops`` with each written event's person, and the stored events that change person as ``restitch`` rows.
+
+    The persons of the anonymous ids the ops write, delete or replace (and ``also``) are decided afresh from their
+    stored latest links (``identities``) and the links written; where a stored link is replaced by other content
+    or deleted, that id's links are read again from ``events``. Stored anonymous events of an id whose person
+    changes move to the new one, on whatever day they are: the id's tallies say which days to read."""
+    written = ops.where("_op != 'delete'")
+    touched = ops.where("_op != 'insert'").select("message_id")
+    replaced = replaced.join(F.broadcast(touched), "message_id", "left_semi")
+    ids = ops.select("anonymous_id").union(replaced.select("anonymous_id"))
     if also is not None:
         ids = ids.union(also)
-    ids = F.broadcast(ids.where("anonymous_id IS NOT NULL").distinct().localCheckpoint())
-    narrow = (*identity.LINK_COLUMNS, "user_key", "event_date")
-    stored = (
-        wh.read(EVENTS)
-        .select(*narrow)
-        .join(ids, "anonymous_id", "left_semi")
-        .join(F.broadcast(ops.select("message_id")), "message_id", "left_anti")  # ops say what they become
-        .localCheckpoint()
+    ids = ids.where("anonymous_id IS NOT NULL").distinct().localCheckpoint()
+    stored = identities.of_anonymous_ids(wh, ids).localCheckpoint()
+    # A stored link replaced by anything but itself: its id's latest stored link may be gone.
+    rewritten = _links(replaced).join(_links(written), list(identity.LINK_COLUMNS), "left_anti")
+    gone = [r[0] for r in rewritten.select("anonymous_id").distinct().collect()]
+    kept = stored.where(F.col("link_at").isNotNull() & ~F.col("anonymous_id").isin(gone))
+    links = _links(written).unionByName(
+        kept.select(
+            F.col("link_id").alias("message_id"), "user_id", "anonymous_id", F.col("link_at").alias("timestamp")
+        )
     )
-    written = ops.where("_op != 'delete'")
-    persons = identity.persons(stored.unionByName(written.select(*narrow))).localCheckpoint()
-    moved = (
-        identity.stitch(stored.where("user_id IS NULL").withColumn("_was", F.col("user_key")), persons)
-        .where(F.col("user_key") != F.col("_was"))
-        .select("message_id", "event_date", "user_key", "anonymous_id")
-        .localCheckpoint()
+    if gone:  # rare: a corrected or moved copy of a link
+        again = wh.read(EVENTS).select(*identity.LINK_COLUMNS).where(F.col("anonymous_id").isin(gone))
+        unwritten = again.join(F.broadcast(ops.select("message_id")), "message_id", "left_anti")
+        links = links.unionByName(_links(unwritten))
+    before, after = identities.persons_of(stored), identity.persons(links)
+
+    def key(person: str):  # an id's events belong to its person, or to the id itself
+        return F.coalesce(F.col(person), F.col("anonymous_id"))
+
+    changed = (
+        ids.join(before.withColumnRenamed("person", "_before"), "anonymous_id", "left")
+        .join(after.withColumnRenamed("person", "_after"), "anonymous_id", "left")
+        .where(~key("_before").eqNullSafe(key("_after")))
+        .select("anonymous_id", key("_before").alias("_was"), key("_after").alias("_to"))
     )
-    done, anonymous = Outcome("incremental"), set()
-    for row in moved.groupBy("event_date").agg(F.count(F.lit(1)), F.collect_set("anonymous_id")).collect():
-        done.days[row[0]] += row[1]
-        done.counts["events_moved_to_another_person"] += row[1]
-        done.counts[METRICS["update"]] += row[1]
-        anonymous.update(row[2])
-    done.counts["anonymous_ids_moved"] = len(anonymous)
-    rows = wh.read(EVENTS).where(F.col("event_date").isin(sorted(done.days))).drop("user_key")
-    updates = rows.join(F.broadcast(moved.drop("anonymous_id")), ["message_id", "event_date"]).select(*EVENTS.columns)
-    return (
-        identity.stitch(written, persons)
-        .unionByName(ops.where("_op = 'delete'"))
-        .unionByName(updates.withColumn("_op", F.lit("update"))),
-        done,
+    # The days where each such id's anonymous events are: its tally under the person it had.
+    on = (F.col("t.anonymous_id") == F.col("c.anonymous_id")) & (F.col("t.user_key") == F.col("c._was"))
+    spans = (
+        stored.where("user_id IS NULL")
+        .alias("t")
+        .join(changed.alias("c"), on)
+        .select("t.anonymous_id", "c._was", "c._to", "t.first_day", "t.last_day")
+        .collect()
     )
+    done = Outcome("incremental")
+    restitched = ops.limit(0)
+    if spans:
+        days = sorted({d for r in spans for d in _days_between(r.first_day, r.last_day)})
+        moves = wh.spark.createDataFrame(
+            [(r.anonymous_id, r._was, r._to) for r in spans], "anonymous_id string, _was string, _to string"
+        )
+        moved = (
+            wh.read(EVENTS)
+            .where(F.col("event_date").isin(days) & F.col("user_id").isNull())
+            .select("message_id", "event_date", "anonymous_id", "user_key")
+            .join(F.broadcast(moves), "anonymous_id")
+            .where(F.col("user_key") == F.col("_was"))
+            .join(F.broadcast(ops.select("message_id")), "message_id", "left_anti")  # ops say what they become
+            .localCheckpoint()
+        )
+        for row in moved.groupBy("event_date").count().collect():
+            done.days[row[0]] += row[1]
+            done.counts["events_moved_to_another_person"] += row[1]
+            done.counts[METRICS["update"]] += row[1]
+        done.counts["anonymous_ids_moved"] = len({r.anonymous_id for r in spans})
+        restitched = moved.withColumn("user_key", F.col("_to")).select(
+            *[
+                F.col(c) if c in moved.columns else F.lit(None).cast(EVENTS.schema[c].dataType).alias(c)
+                for c in EVENTS.columns
+            ],
+            F.lit("restitch").alias("_op"),
+        )
+    return identity.stitch(written, after).unionByName(ops.where("_op = 'delete'")).unionByName(restitched), done
+
+
+def _days_between(first: date, last: date) -> list[date]:
+    return [first + timedelta(days=n) for n in range((last - first).days + 1)]
 
 
 def _apply_events(
-    wh: Warehouse, ops: DataFrame, commit: Commit, settings: Settings, anonymous: DataFrame | None = None
+    wh: Warehouse,
+    change: tuple[DataFrame, DataFrame],
+    commit: Commit,
+    settings: Settings,
+    anonymous: DataFrame | None = None,
 ) -> Outcome:
     """Inserts, updates and deletes in one commit: an append when no stored row changes, else one ``MERGE``
     that reads the target only on the days whose stored rows change. With identities stitched, the events of
-    the anonymous ids written (and of ``anonymous``) go to their persons in the same commit."""
+    the anonymous ids written (and of ``anonymous``) go to their persons in the same commit. ``identities``
+    then absorbs the commit."""
+    ops, replaced = change
     ops, done, stored_days = ops.localCheckpoint(), Outcome("incremental"), set()
     for row in ops.groupBy("_op", "event_date").count().collect():
         done.counts[METRICS[row._op]] += row["count"]
@@ -158,11 +213,12 @@ def _apply_events(
             stored_days.add(row.event_date)
     with wh.compiled(sum(done.days.values())):  # a day of many events: its stitching and write run compiled
         if settings.stitch_identities:
-            ops, moved = _stitched(wh, ops, done.counts[METRICS["update"]] > 0, anonymous)
+            ops, moved = _stitched(wh, ops, replaced, anonymous)
             ops = ops.localCheckpoint()
             done.add(moved)
             stored_days.update(moved.days)
         _write(wh, ops, stored_days, commit)
+    identities.catch_up(wh)
     return done
 
 
@@ -178,7 +234,8 @@ def _write(wh: Warehouse, ops: DataFrame, stored_days: set[date], commit: Commit
         [
             "WHEN MATCHED AND s._op = 'delete' THEN DELETE",
             f"WHEN MATCHED AND s._op = 'update' THEN UPDATE SET {assign(EVENTS.columns)}",
-            f"WHEN NOT MATCHED AND s._op != 'delete' THEN INSERT {insert(EVENTS.columns)}",
+            f"WHEN MATCHED AND s._op = 'restitch' THEN UPDATE SET {assign(['user_key'])}",
+            f"WHEN NOT MATCHED AND s._op IN ('insert', 'update') THEN INSERT {insert(EVENTS.columns)}",
         ],
         commit,
     )

@@ -1,0 +1,95 @@
+"""``identities``: per person, anonymous id and user id, how many events, on which days, and the latest link.
+
+An internal table that follows ``events`` through its change feed, like a derived table, so that the events step
+finds a day's persons, and where a device's anonymous events are, without reading every event (``events.py``),
+and ``users`` finds the ids a person's events carry. The events step brings it up to date before it reads it and
+after it writes: a run killed between the two commits leaves it behind, and the next step catches it up first.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sessions_assets.engine import identity
+from sessions_assets.engine.identity import TALLY_KEY, tallies
+from sessions_assets.warehouse import ledger
+from sessions_assets.warehouse.delta import Warehouse, insert
+from sessions_assets.warehouse.refresh.outcome import ADDED, rebuilding
+from sessions_assets.warehouse.tables import EVENTS, IDENTITIES
+
+# What a tally is counted from.
+TALLIED = (*TALLY_KEY, "timestamp", "message_id", "event_date")
+_SAME_KEY = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in TALLY_KEY)
+# A link later than the stored one replaces it; after a removed link, the one found afresh (``s.unlinked``).
+_LATER = "(t.link_at IS NULL OR s.link_at > t.link_at OR (s.link_at = t.link_at AND s.link_id > t.link_id))"
+_LINK = f"CASE WHEN s.unlinked OR (s.link_at IS NOT NULL AND {_LATER}) THEN s.{{c}} ELSE t.{{c}} END"
+
+
+def catch_up(wh: Warehouse, rebuild: bool = False) -> None:
+    """Absorb the events committed since the table's note: their change feed, or every event when that is unknown
+    (or ``rebuild``: after ``events`` was rebuilt whole)."""
+    at = ledger.position(wh, IDENTITIES, EVENTS)
+    unknown, feed = rebuilding(wh, at)
+    if rebuild or unknown:
+        wh.overwrite(IDENTITIES, tallies(wh.read(EVENTS, at.latest).select(*TALLIED)), at.replacing)
+    elif feed is not None:
+        _absorb(wh, feed, at)
+
+
+def _absorb(wh: Warehouse, feed: DataFrame, at: ledger.Position) -> None:
+    """The feed's net tallies added in one ``MERGE``: counts summed, days widened (a removed event leaves its day in
+    the span: a span may be wider than the events, never narrower), the latest link kept. A pair whose link was
+    removed (a corrected or moved copy) has its latest link found afresh among the events of that pair."""
+    added = feed.where(F.col("_change_type").isin(*ADDED)).select(*TALLIED)
+    removed = feed.where(~F.col("_change_type").isin(*ADDED)).select(*TALLIED)
+    # An update that changes none of the tallied columns (a session column corrected) cancels out.
+    net = (
+        added.exceptAll(removed)
+        .withColumn("weight", F.lit(1))
+        .unionByName(removed.exceptAll(added).withColumn("weight", F.lit(-1)))
+    )
+    change = tallies(net).localCheckpoint()
+    unlinked = change.where("unlinked").select("anonymous_id", "user_id")
+    found = (
+        wh.read(EVENTS, at.latest)
+        .select(*TALLIED)
+        .join(F.broadcast(unlinked), ["anonymous_id", "user_id"], "left_semi")
+        .groupBy("anonymous_id", "user_id")
+        .agg(F.max(F.struct(F.col("timestamp").alias("at"), F.col("message_id").alias("id"))).alias("_found"))
+    )
+    change = (
+        change.join(found, ["anonymous_id", "user_id"], "left")
+        .withColumn("link_at", F.when(F.col("unlinked"), F.col("_found.at")).otherwise(F.col("link_at")))
+        .withColumn("link_id", F.when(F.col("unlinked"), F.col("_found.id")).otherwise(F.col("link_id")))
+        .drop("_found")
+    )
+    update = ", ".join(
+        [
+            "t.events = t.events + s.events",
+            "t.first_day = least(t.first_day, s.first_day)",
+            "t.last_day = greatest(t.last_day, s.last_day)",
+            *(f"t.{c} = {_LINK.format(c=c)}" for c in ("link_at", "link_id")),
+        ]
+    )
+    wh.merge(
+        IDENTITIES,
+        change.where("events != 0 OR unlinked OR link_at IS NOT NULL"),
+        _SAME_KEY,
+        [
+            "WHEN MATCHED AND t.events + s.events <= 0 THEN DELETE",
+            f"WHEN MATCHED THEN UPDATE SET {update}",
+            f"WHEN NOT MATCHED AND s.events > 0 THEN INSERT {insert(IDENTITIES.columns)}",
+        ],
+        at.commit,
+    )
+
+
+def of_anonymous_ids(wh: Warehouse, ids: DataFrame) -> DataFrame:
+    """The stored tallies of these anonymous ids (a column ``anonymous_id``)."""
+    return wh.read(IDENTITIES).join(F.broadcast(ids), "anonymous_id", "left_semi")
+
+
+def persons_of(tallied: DataFrame) -> DataFrame:
+    """Each linked anonymous id among the tallies and its person (the user of its latest link)."""
+    return identity.latest_links(tallied)

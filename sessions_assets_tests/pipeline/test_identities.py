@@ -1,0 +1,81 @@
+"""The identity lookups read the internal ``identities`` table, not every event: it stays exact when a link
+arrives months late, when a run dies between the events' commit and its own, and when it is lost."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import date
+
+import pytest
+
+from sessions_assets.warehouse.refresh import identities
+from sessions_assets.warehouse.tables import IDENTITIES
+from sessions_assets_tests.arrivals import arrive_in_steps, running
+from sessions_assets_tests.expected import assert_tables_match_oracle
+from sessions_assets_tests.landing import segment, write_day
+
+pytestmark = pytest.mark.scenario
+
+JAN, MAY, JUN = date(2024, 1, 10), date(2024, 5, 2), date(2024, 6, 1)
+
+
+def browse(message_id: str, device: str, at: str) -> str:
+    return segment(message_id, None, at, kind="page", anonymousId=device, path="/")
+
+
+def login(message_id: str, user: str, device: str, at: str, received: str | None = None) -> str:
+    return segment(message_id, user, at, received, kind="identify", anonymousId=device)
+
+
+WINTER = {JAN: [browse("w1", "dev-kim", "2024-01-10 10:00"), browse("w2", "dev-kim", "2024-01-10 10:20")]}
+SPRING = {MAY: [browse("s1", "dev-kim", "2024-05-02 18:00"), login("s2", "lee", "dev-lee", "2024-05-02 18:30")]}
+# kim's login on January 10th, received in June: both devices' past moves to kim, five months back.
+LATE_LINK = {JUN: [login("late", "kim", "dev-kim", "2024-01-10 10:25", "2024-06-01 08:00")]}
+
+
+def test_a_link_months_late_moves_a_devices_events_of_every_day_to_the_person(spark, tmp_path):
+    root = tmp_path / "data"
+    wh = arrive_in_steps(spark, root, [WINTER, SPRING, LATE_LINK])
+    assert_tables_match_oracle(wh, root)
+    persons = {r.user_key for r in wh.read(IDENTITIES).where("anonymous_id = 'dev-kim'").collect()}
+    assert persons == {"kim"}  # the device's anonymous events, and the link, under kim
+
+
+def test_a_run_killed_between_the_events_commit_and_its_own_is_caught_up_by_the_next(spark, tmp_path, monkeypatch):
+    root = tmp_path / "data"
+    arrive_in_steps(spark, root, [WINTER, SPRING])
+    catch_up = identities.catch_up
+    calls = []
+
+    def dies_after_the_events_commit(wh, rebuild=False):
+        calls.append(rebuild)
+        if len(calls) == 2:  # the first catches up before the step reads; the second follows its commit
+            raise RuntimeError("killed")
+        return catch_up(wh, rebuild)
+
+    monkeypatch.setattr(identities, "catch_up", dies_after_the_events_commit)
+    for day, lines in LATE_LINK.items():
+        write_day(root, day, lines)
+    with running(root) as runner:
+        with pytest.raises(Exception, match="killed"):
+            runner.defs.resolve_job_def("process_job").execute_in_process(
+                instance=runner.instance, resources=runner.resources, partition_key=JUN.isoformat()
+            )
+        monkeypatch.setattr(identities, "catch_up", catch_up)
+        runner.process()
+    assert calls[1] is False  # it did die after a commit of events
+    assert_tables_match_oracle(warehouse_of(spark, root), root)
+
+
+def test_a_lost_identities_table_is_rebuilt_whole_by_the_next_refresh(spark, tmp_path):
+    root = tmp_path / "data"
+    arrive_in_steps(spark, root, [WINTER, SPRING])
+    shutil.rmtree(root / "warehouse" / IDENTITIES.name)
+    assert_tables_match_oracle(arrive_in_steps(spark, root, [LATE_LINK]), root)
+
+
+def warehouse_of(spark, root):
+    from sessions_assets.warehouse.delta import Warehouse
+    from sessions_assets.warehouse.storage import Storage
+
+    return Warehouse(spark, Storage(str(root)))
