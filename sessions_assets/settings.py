@@ -13,8 +13,9 @@ from datetime import date, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from sessions_assets.warehouse.layouts import CHOICES
+
 ENV_PREFIX = "SESSIONS_"
-LAYOUTS = ("auto", "received_date", "segment")
 
 
 class SettingsError(ValueError):
@@ -69,8 +70,8 @@ class Settings(BaseModel):
         if self.session_gap_minutes <= 0 or self.max_session_hours <= 0:
             raise ValueError("session_gap_minutes and max_session_hours must be positive")
         date.fromisoformat(self.start_date)
-        if self.landing_layout not in LAYOUTS:
-            raise ValueError(f"landing_layout takes {', '.join(LAYOUTS)}")
+        if self.landing_layout not in CHOICES:
+            raise ValueError(f"landing_layout takes {', '.join(CHOICES)}")
         _ = self.rules  # a rule table that cannot be applied stops the definitions, in one line
         return self
 
