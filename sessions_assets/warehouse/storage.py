@@ -142,10 +142,11 @@ class Storage:
         """A received day's folder (in Segment's layout, one source's): where ``generate`` writes it."""
         return self.layout.folder(self.landing, day, source)
 
-    def landing_files(self, day: date) -> list[LandingFile]:
-        """The files of one received day (of every source), with what each would be read as, sorted by name."""
-        layout = self.layout
-        folders = layout.day_folders(self, day)
+    def landing_files(self, day: date, zone: LandingZone | None = None) -> list[LandingFile]:
+        """The files of one received day (of every source), with what each would be read as, sorted by name.
+        ``zone``: the landing zone as listed already, so that only the day's own folders are listed."""
+        layout = zone.layout if zone else self.layout
+        folders = zone.folders_of(day) if zone else layout.day_folders(self, day)
         files = [f for folder in folders for f in self._files(folder.uri, folder.source, layout.suffixes)]
         return sorted(files, key=lambda f: f.name)
 
@@ -179,10 +180,10 @@ class Storage:
             return LandingFile(uri, name, fingerprint, "skipped_file", detail, source)
         return LandingFile(uri, name, fingerprint, source_id=source)
 
-    def fingerprint(self, day: date) -> str:
+    def fingerprint(self, day: date, zone: LandingZone | None = None) -> str:
         """Changes when a received day's folder (in Segment's layout, any source's) gains, loses or changes a file."""
         digest = hashlib.sha256()
-        for file in self.landing_files(day):
+        for file in self.landing_files(day, zone):
             digest.update(f"{file.fingerprint}\n".encode())
         return digest.hexdigest()[:16]
 
