@@ -33,6 +33,18 @@ class Settings(BaseModel):
         description="How landing/ is laid out: received_date=YYYY-MM-DD/ folders, Segment's S3 destination "
         "(segment-logs/<source-id>/<day in ms>/), or auto: whichever is there (both at once is refused).",
     )
+    landing_recent_days: int = Field(
+        3,
+        ge=0,
+        description="The landing sensor lists the files of this many latest received days at every tick (with new "
+        "folders and days still due); the others' at its full listing.",
+    )
+    landing_full_listing_minutes: int = Field(
+        60,
+        ge=0,
+        description="How often the landing sensor lists every received day's files (0: at every tick): a file added "
+        "to an older day's folder waits for it.",
+    )
     start_date: str = Field(
         "2020-01-01",
         description="The first partition day (read when the definitions load); earlier events are too_late.",
