@@ -108,10 +108,15 @@ class Storage:
         return self.fs.isdir(f"{self._root_path}/{LANDING}")
 
     def _children(self, path: str) -> list[tuple[str, dict]]:
-        """``(name, info)`` of each entry of a folder, or none when it is not one."""
-        if not self.fs.isdir(path):
+        """``(name, info)`` of each entry of a folder, or none when it is not one. One listing: on an object store
+        one request (an ``isdir`` first would cost another, for every folder listed)."""
+        try:
+            entries = self.fs.ls(path, detail=True)
+        except (FileNotFoundError, NotADirectoryError):
             return []
-        return [(info["name"].rstrip("/").rsplit("/", 1)[-1], info) for info in self.fs.ls(path, detail=True)]
+        if len(entries) == 1 and entries[0]["type"] != "directory" and _same(entries[0]["name"], path):
+            return []  # a file, which a listing describes
+        return [(info["name"].rstrip("/").rsplit("/", 1)[-1], info) for info in entries]
 
     def folders_in(self, path: str) -> list[tuple[str, str]]:
         """``(name, path)`` of each subfolder of a folder, or none when it is not one."""
@@ -197,6 +202,10 @@ class Storage:
         self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
         with self.fs.open(path, "wb") as f:
             f.write(data)
+
+
+def _same(name: str, path: str) -> bool:
+    return name.rstrip("/") == path.rstrip("/")
 
 
 def _content_marker(info: dict) -> str:
