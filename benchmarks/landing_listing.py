@@ -41,6 +41,11 @@ SOURCES = ("web", "app", "server", "ios", "android", "backend")
 DAY_MS = 86_400_000
 REQUEST = re.compile(r"request: Request\((\w+) (\S+)\)")
 KINDS = ("list landing", "list warehouse", "read warehouse", "other")
+NOTE = (
+    "S3Proxy's in-memory store lists a prefix with a delimiter by scanning every key under it, so a listing of "
+    "`landing/` or `segment-logs/` costs it far more than a day folder's; code that lists those for every day spends "
+    "most of its tick there. The request counts are what carries over to S3; the times are this machine's."
+)
 
 
 def main() -> None:
@@ -294,7 +299,7 @@ def render(rows: list[dict], days: int, sources: int, command: str) -> str:
             f"| {row['code']} | {row['tick']} | {' | '.join(f'{n:,}' for n in counts)} | {sum(counts):,} "
             f"| {row['seconds']:.2f} s | {requested} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, "", NOTE]) + "\n"
 
 
 if __name__ == "__main__":
