@@ -13,8 +13,9 @@ from datetime import date, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from sessions_assets.warehouse.layouts import CHOICES
+
 ENV_PREFIX = "SESSIONS_"
-LAYOUTS = ("auto", "received_date", "segment")
 
 
 class SettingsError(ValueError):
@@ -31,6 +32,18 @@ class Settings(BaseModel):
         "auto",
         description="How landing/ is laid out: received_date=YYYY-MM-DD/ folders, Segment's S3 destination "
         "(segment-logs/<source-id>/<day in ms>/), or auto: whichever is there (both at once is refused).",
+    )
+    landing_recent_days: int = Field(
+        3,
+        ge=0,
+        description="The landing sensor lists the files of this many latest received days at every tick (with new "
+        "folders and days still due); the others' at its full listing.",
+    )
+    landing_full_listing_minutes: int = Field(
+        60,
+        ge=0,
+        description="How often the landing sensor lists every received day's files (0: at every tick): a file added "
+        "to an older day's folder waits for it.",
     )
     start_date: str = Field(
         "2020-01-01",
@@ -69,8 +82,8 @@ class Settings(BaseModel):
         if self.session_gap_minutes <= 0 or self.max_session_hours <= 0:
             raise ValueError("session_gap_minutes and max_session_hours must be positive")
         date.fromisoformat(self.start_date)
-        if self.landing_layout not in LAYOUTS:
-            raise ValueError(f"landing_layout takes {', '.join(LAYOUTS)}")
+        if self.landing_layout not in CHOICES:
+            raise ValueError(f"landing_layout takes {', '.join(CHOICES)}")
         _ = self.rules  # a rule table that cannot be applied stops the definitions, in one line
         return self
 

@@ -32,8 +32,8 @@ def days_requested(request: dg.RunRequest) -> tuple[str, str]:
     return request.tags[planning.RANGE_START], request.tags[planning.RANGE_END]
 
 
-def tick(sensor, runner: Runner, data_root, cursor: str | None = None):
-    context = dg.build_sensor_context(
-        instance=runner.instance, resources={"pipeline": PipelineResource(data_root=str(data_root))}, cursor=cursor
-    )
+def tick(sensor, runner: Runner, data_root, cursor: str | None = None, pipeline: PipelineResource | None = None):
+    """One evaluation from ``cursor``, with the pipeline's settings for ``data_root`` (or ``pipeline``)."""
+    pipeline = pipeline or PipelineResource(data_root=str(data_root))
+    context = dg.build_sensor_context(instance=runner.instance, resources={"pipeline": pipeline}, cursor=cursor)
     return sensor(context)

@@ -17,7 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 
 import dagster as dg
@@ -145,33 +146,74 @@ class Landing:
     due: dict[date, str]  # received day -> its folder's fingerprint now, oldest first
     ignored: list[LandingFolder]  # folders that are not a received day the partitions hold
     recorded: int | None = None  # the version of received_days read: part of the run keys
+    looked: tuple[date, ...] = ()  # the received days whose files were listed, oldest first
+    latest: dict[str, date] = field(default_factory=dict)  # each parent folder -> its latest received day
 
     def describe_ignored(self) -> list[str]:
         return [f"{f.name}: {f.problem}, skipped" for f in self.ignored]
 
 
-def landing(storage: Storage) -> Landing:
+@dataclass(frozen=True)
+class Glance:
+    """Which received days a landing sensor tick lists the files of, between its full listings: the latest
+    ``recent_days``, those with a folder new since the previous tick (past the latest day its parent folder had
+    then), those due then (``pending``), and those the warehouse has no record of. Another day is taken to be as
+    its last listing found it; a file added to it is found at the next full listing."""
+
+    latest: Mapping[str, date]
+    pending: frozenset[date]
+    recent_days: int
+
+    def days(self, listed: Mapping[date, list[LandingFolder]], recorded: Mapping[date, ledger.Received]) -> set[date]:
+        """Of the received days ``listed`` (with their folders), those to look at."""
+        recent = set(sorted(listed)[-self.recent_days :]) if self.recent_days > 0 else set()
+        new = {d for d, folders in listed.items() if any(d > self.latest.get(f.parent, date.min) for f in folders)}
+        return recent | new | (self.pending & listed.keys()) | (listed.keys() - recorded.keys())
+
+
+def landing(storage: Storage, glance: Glance | None = None) -> Landing:
+    """Each received day's fingerprint against the one its latest ingest recorded. Every day's files are listed
+    (``run``, ``status``, the sensor's full listing), or, given a glance, those of the days it picks: the folders
+    themselves are listed either way (one listing of each parent folder)."""
     lo, hi = bounds()
     recorded = DeltaLog(storage, RECEIVED_DAYS).version()
     seen = ledger.received(storage)
-    due, ignored, checked = {}, [], set()
-    for folder in storage.landing_folders():
-        if folder.day in checked:  # another source's folder of a day already looked at
-            continue
-        if folder.day is None:
+    zone = storage.zone()
+    listed, ignored = _received(zone.folders, lo, hi)
+    looked = sorted(listed if glance is None else glance.days(listed, seen))
+    due = {}
+    for day in looked:
+        fingerprint = storage.fingerprint(day, zone)
+        if day not in seen or seen[day].fingerprint != fingerprint:
+            due[day] = fingerprint
+    return Landing(due, ignored, recorded, tuple(looked), _latest(listed))
+
+
+def _received(
+    folders: list[LandingFolder], lo: date, hi: date
+) -> tuple[dict[date, list[LandingFolder]], list[LandingFolder]]:
+    """The folders of each received day the partitions hold (in Segment's layout, one per source), and the
+    folders that are not one."""
+    days: dict[date, list[LandingFolder]] = {}
+    ignored: list[LandingFolder] = []
+    for folder in folders:
+        if folder.day in days:  # another source's folder of a day
+            days[folder.day].append(folder)
+        elif folder.day is None:
             ignored.append(folder)
         elif not lo <= folder.day <= hi:
-            ignored.append(
-                LandingFolder(
-                    folder.uri, folder.name, folder.day, f"outside the partitions {lo}..{hi} (SESSIONS_START_DATE)"
-                )
-            )
+            ignored.append(replace(folder, problem=f"outside the partitions {lo}..{hi} (SESSIONS_START_DATE)"))
         else:
-            checked.add(folder.day)
-            fingerprint = storage.fingerprint(folder.day)
-            if folder.day not in seen or seen[folder.day].fingerprint != fingerprint:
-                due[folder.day] = fingerprint
-    return Landing(due, ignored, recorded)
+            days[folder.day] = [folder]
+    return days, ignored
+
+
+def _latest(listed: Mapping[date, list[LandingFolder]]) -> dict[str, date]:
+    latest: dict[str, date] = {}
+    for day, folders in listed.items():
+        for folder in folders:
+            latest[folder.parent] = max(day, latest.get(folder.parent, day))
+    return latest
 
 
 def ranges(days) -> list[tuple[date, date]]:

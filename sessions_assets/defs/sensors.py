@@ -3,18 +3,20 @@
 - ``landing_sensor``: received-day folders new or changed since their last ingest -> one ``process_job``
   run per range of consecutive days (usually one): it ingests them and refreshes what they touched, so a
   day costs one Spark start. Days in flight wait; days whose runs failed are requested again after a
-  backoff (the daemon has already retried each failed run; ``dagster.yaml``).
+  backoff (the daemon has already retried each failed run; ``dagster.yaml``). A tick lists the files of the
+  recent, new and still-due days only, and every day's at the slower cadence of its full listing (``cursor.py``),
+  so its cost does not grow with the days landed.
 - ``late_data_sensor``: the derived tables are behind their inputs and nothing is ingesting (a UI backfill
   of the landing assets, an ingest-only run, a refresh that failed) -> one ``refresh_job`` run, for one
   partition, the latest received day; it records a materialization of every other day whose rows changed.
 """
 
-import json
 import time
 
 import dagster as dg
 
 from sessions_assets.defs import jobs, planning
+from sessions_assets.defs.cursor import LandingCursor
 from sessions_assets.defs.resources import PipelineResource
 from sessions_assets.warehouse.storage import LayoutError
 
@@ -30,10 +32,13 @@ def _retrying(attempts: planning.Attempts, now: float) -> str:
 )
 def landing_sensor(context: dg.SensorEvaluationContext, pipeline: PipelineResource) -> dg.SensorResult:
     """Ingest (and refresh) the received days whose files differ from what their last ingest read. The cursor
-    remembers what was already reported (folders that are not received days, failures), so each is logged once."""
+    remembers what was already reported (folders that are not received days, failures), so each is logged once,
+    and which folders the next tick looks at."""
     now = time.time()
+    cursor = LandingCursor.read(context.cursor)
+    glance = cursor.glance(now, pipeline.landing_recent_days, pipeline.landing_full_listing_minutes)
     try:
-        landing = planning.landing(pipeline.storage())
+        landing = planning.landing(pipeline.storage(), glance)
     except LayoutError as error:
         return dg.SensorResult(skip_reason=str(error))
     ready = planning.ready(landing, planning.History.read(context.instance, now), now)
@@ -41,9 +46,8 @@ def landing_sensor(context: dg.SensorEvaluationContext, pipeline: PipelineResour
     for day, attempts in ready.waiting.items():
         if attempts.failures:
             messages[f"{day}:{attempts.failures}"] = f"received day {day}: {_retrying(attempts, now)}"
-    reported = set(json.loads(context.cursor or "[]"))
     for key, message in messages.items():
-        if key not in reported:
+        if key not in cursor.reported:
             context.log.warning(message)
     requests = [
         dg.RunRequest(run_key=key, partition_key=first.isoformat())
@@ -51,7 +55,7 @@ def landing_sensor(context: dg.SensorEvaluationContext, pipeline: PipelineResour
         else dg.RunRequest(run_key=key, tags=planning.range_tags(first, last))
         for first, last, key in ready.requests()
     ]
-    return dg.SensorResult(run_requests=requests, cursor=json.dumps(sorted(messages)))
+    return dg.SensorResult(run_requests=requests, cursor=cursor.after(landing, glance, now, messages).dump())
 
 
 @dg.sensor(

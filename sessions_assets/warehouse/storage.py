@@ -1,8 +1,9 @@
 """The data root as URIs: the landing zone's folders and files, and where each table lives.
 
-The landing zone is laid out as the collector writes it (``LAYOUTS``): ``received_date=YYYY-MM-DD/`` folders, or
-Segment's S3 destination, ``segment-logs/<source-id>/<day in ms>/``, where a received day is that day's folder of
-every source. Either way the rest of the pipeline sees received days, each a list of files and one fingerprint.
+The landing zone is laid out as the collector writes it (a ``Layout``, ``layouts.py``): ``received_date=YYYY-MM-DD/``
+folders, or Segment's S3 destination, ``segment-logs/<source-id>/<day in ms>/``, where a received day is that day's
+folder of every source. Either way the rest of the pipeline sees received days, each a list of files and one
+fingerprint.
 
 Everything that touches a path goes through ``fsspec``, so a local directory and an object store
 (``s3a://``, ``abfss://``, ``gs://``) behave alike; fsspec takes the same URI schemes as Spark and needs
@@ -15,22 +16,23 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date
 
 from fsspec.core import url_to_fs
 
-# ``auto``: whichever of the two the landing zone holds (both at once is refused: ``LayoutError``).
-from sessions_assets.settings import LAYOUTS
+from sessions_assets.warehouse.layouts import (
+    CHOICES,
+    HIDDEN,
+    LANDING,
+    LAYOUTS,
+    LandingFolder,
+    Layout,
+    LayoutError,
+    detect,
+)
 
-LANDING = "landing"
 WAREHOUSE = "warehouse"
-FOLDER = re.compile(r"received_date=(\d{4}-\d{2}-\d{2})")
-SEGMENT = "segment-logs"
-# What the landing zone may hold; ``.gz`` is decompressed by Spark. Segment names its files ``<...>.gz``.
-READABLE_SUFFIXES = {"received_date": (".jsonl", ".json", ".jsonl.gz"), "segment": (".gz", ".jsonl", ".json")}
-DAY_MS = 86_400_000
 # Store metadata that changes with a file's content, most specific first.
 _CONTENT_KEYS = ("ETag", "etag", "md5Hash", "content_md5", "crc32c", "created")
 
@@ -42,10 +44,6 @@ def as_uri(location: str) -> str:
     if location.startswith("file:"):
         location = location[len("file:") :]
     return "file:" + os.path.abspath(os.path.expanduser(location))
-
-
-class LayoutError(ValueError):
-    """The landing zone holds both layouts and no setting says which to read; the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -61,22 +59,26 @@ class LandingFile:
 
 
 @dataclass(frozen=True)
-class LandingFolder:
-    uri: str
-    name: str
-    day: date | None  # None: the name is not a received day
-    problem: str | None = None
+class LandingZone:
+    """The landing zone as one listing of its folders found it: its layout and every folder, oldest day first."""
+
+    layout: Layout
+    folders: list[LandingFolder]
+
+    def folders_of(self, day: date) -> list[LandingFolder]:
+        """A received day's folders (in Segment's layout, one per source that has one)."""
+        return [f for f in self.folders if f.day == day and f.problem is None]
 
 
 class Storage:
-    """The data root: received days' files in ``landing/`` (``layout``: one of ``LAYOUTS``), ``warehouse/<table>``
-    out."""
+    """The data root: received days' files in ``landing/`` (``layout``: one of ``layouts.CHOICES``),
+    ``warehouse/<table>`` out."""
 
     def __init__(self, data_root: str, layout: str = "auto"):
-        if layout not in LAYOUTS:
-            raise LayoutError(f"SESSIONS_LANDING_LAYOUT={layout}: takes {', '.join(LAYOUTS)}")
+        if layout not in CHOICES:
+            raise LayoutError(f"SESSIONS_LANDING_LAYOUT={layout}: takes {', '.join(CHOICES)}")
         self.root = as_uri(data_root)
-        self._layout = layout
+        self._layout = LAYOUTS.get(layout)  # None: auto
         # No cached listings: Spark writes the tables behind fsspec's back, and a Delta log listed from an
         # object store's cache (s3fs, gcsfs, adlfs keep one per client) would hide the newest commits.
         self.fs, self._root_path = url_to_fs(self.root, use_listings_cache=False)
@@ -88,7 +90,7 @@ class Storage:
     def table_uri(self, name: str) -> str:
         return f"{self.root}/{WAREHOUSE}/{name}"
 
-    def _uri(self, path: str) -> str:
+    def uri(self, path: str) -> str:
         """A path as the store returns it -> a URI Spark and fsspec both take."""
         if self.root.startswith("file:"):
             return "file:" + path
@@ -106,87 +108,51 @@ class Storage:
         return self.fs.isdir(f"{self._root_path}/{LANDING}")
 
     def _children(self, path: str) -> list[tuple[str, dict]]:
-        """``(name, info)`` of each entry of a folder, or none when it is not one."""
-        if not self.fs.isdir(path):
+        """``(name, info)`` of each entry of a folder, or none when it is not one. One listing: on an object store
+        one request (an ``isdir`` first would cost another, for every folder listed)."""
+        try:
+            entries = self.fs.ls(path, detail=True)
+        except (FileNotFoundError, NotADirectoryError):
             return []
-        return [(info["name"].rstrip("/").rsplit("/", 1)[-1], info) for info in self.fs.ls(path, detail=True)]
+        if len(entries) == 1 and entries[0]["type"] != "directory" and _same(entries[0]["name"], path):
+            return []  # a file, which a listing describes
+        return [(info["name"].rstrip("/").rsplit("/", 1)[-1], info) for info in entries]
+
+    def folders_in(self, path: str) -> list[tuple[str, str]]:
+        """``(name, path)`` of each subfolder of a folder, or none when it is not one."""
+        return [(name, info["name"].rstrip("/")) for name, info in self._children(path) if info["type"] == "directory"]
 
     @property
-    def layout(self) -> str:
-        """``received_date`` or ``segment``: as set, else as found (``LayoutError`` when both are found)."""
-        if self._layout != "auto":
-            return self._layout
-        names = {name for name, info in self._children(f"{self._root_path}/{LANDING}") if info["type"] == "directory"}
-        if SEGMENT in names and any(FOLDER.fullmatch(n) for n in names):
-            raise LayoutError(
-                f"{self.landing} holds both received_date=YYYY-MM-DD/ folders and {SEGMENT}/: set "
-                "SESSIONS_LANDING_LAYOUT to the one to read (received_date or segment)"
-            )
-        return "segment" if SEGMENT in names else "received_date"
+    def layout(self) -> Layout:
+        """As set, else as found (``LayoutError`` when two are found)."""
+        return self._layout_of(self.folders_in(f"{self._root_path}/{LANDING}"))
+
+    def _layout_of(self, top: list[tuple[str, str]]) -> Layout:
+        return self._layout or detect(self.landing, {name for name, _ in top})
+
+    def zone(self) -> LandingZone:
+        """The layout and every folder of the landing zone, from one listing of ``landing/`` and of the layout's
+        folders under it (in Segment's layout, ``segment-logs/`` and each source's): no received day's files."""
+        top = self.folders_in(f"{self._root_path}/{LANDING}")
+        layout = self._layout_of(top)
+        folders = sorted(layout.folders(self, top), key=lambda f: (f.day is None, f.day or date.max, f.name))
+        return LandingZone(layout, folders)
 
     def landing_folders(self) -> list[LandingFolder]:
         """Every folder of the landing zone, oldest received day first; those that are not a received day's last
         (with what is wrong). In Segment's layout a received day has a folder per source."""
-        layout, folders = self.layout, []
-        for name, info in self._children(f"{self._root_path}/{LANDING}"):
-            if info["type"] != "directory":
-                continue
-            uri = self._uri(info["name"].rstrip("/"))
-            if layout == "segment" and name == SEGMENT:
-                folders += self._source_folders(info["name"].rstrip("/"))
-                continue
-            match = FOLDER.fullmatch(name) if layout == "received_date" else None
-            day, problem = None, None
-            if match is None:
-                problem = (
-                    "not named received_date=YYYY-MM-DD"
-                    if layout == "received_date"
-                    else f"not {SEGMENT}/ (SESSIONS_LANDING_LAYOUT=segment)"
-                )
-            else:
-                try:
-                    day = date.fromisoformat(match.group(1))
-                except ValueError:
-                    problem = f"{match.group(1)} is not a calendar day"
-            folders.append(LandingFolder(uri, name, day, problem))
-        return sorted(folders, key=lambda f: (f.day is None, f.day or date.max, f.name))
-
-    def _source_folders(self, path: str) -> list[LandingFolder]:
-        """``segment-logs/<source-id>/<day in ms>`` folders; an empty source folder is reported."""
-        found = []
-        for source, info in self._children(path):
-            if info["type"] != "directory" or source.startswith((".", "_")):  # a marker, an upload in progress
-                continue
-            name = f"{SEGMENT}/{source}"
-            days = [(n, i) for n, i in self._children(info["name"].rstrip("/")) if i["type"] == "directory"]
-            if not days:
-                problem = "an empty source folder (no <day in ms> folder in it)"
-                found.append(LandingFolder(self._uri(info["name"].rstrip("/")), name, None, problem))
-            for folder, day_info in days:
-                day = _segment_day(folder)
-                problem = None if day else f"{folder} is not the millisecond start of a UTC day"
-                found.append(LandingFolder(self._uri(day_info["name"].rstrip("/")), f"{name}/{folder}", day, problem))
-        return found
+        return self.zone().folders
 
     def folder(self, day: date, source: str | None = None) -> str:
-        """A received day's folder (in Segment's layout, one source's)."""
-        if source is not None:
-            return f"{self.landing}/{SEGMENT}/{source}/{_segment_folder(day)}"
-        return f"{self.landing}/received_date={day.isoformat()}"
+        """A received day's folder (in Segment's layout, one source's): where ``generate`` writes it."""
+        return self.layout.folder(self.landing, day, source)
 
-    def landing_files(self, day: date) -> list[LandingFile]:
-        """The files of one received day (of every source), with what each would be read as, sorted by name."""
-        layout = self.layout
-        if layout == "received_date":
-            return self._files(self.folder(day), None, READABLE_SUFFIXES[layout])
-        sources = [
-            name
-            for name, info in self._children(f"{self._root_path}/{LANDING}/{SEGMENT}")
-            if info["type"] == "directory" and not name.startswith((".", "_"))
-        ]
-        files = [
-            f for source in sources for f in self._files(self.folder(day, source), source, READABLE_SUFFIXES[layout])
-        ]
+    def landing_files(self, day: date, zone: LandingZone | None = None) -> list[LandingFile]:
+        """The files of one received day (of every source), with what each would be read as, sorted by name.
+        ``zone``: the landing zone as listed already, so that only the day's own folders are listed."""
+        layout = zone.layout if zone else self.layout
+        folders = zone.folders_of(day) if zone else layout.day_folders(self, day)
+        files = [f for folder in folders for f in self._files(folder.uri, folder.source, layout.suffixes)]
         return sorted(files, key=lambda f: f.name)
 
     def _files(self, folder: str, source: str | None, suffixes: tuple[str, ...]) -> list[LandingFile]:
@@ -197,21 +163,21 @@ class Storage:
                 detail = "a folder: a received day's files are read from its own folder, not from subfolders"
                 name = prefix + name
                 files.append(
-                    LandingFile(self._uri(info["name"]), name, f"{name}:folder", "skipped_file", detail, source)
+                    LandingFile(self.uri(info["name"]), name, f"{name}:folder", "skipped_file", detail, source)
                 )
                 continue
             files.append(self._describe(info, prefix + name, source, suffixes))
         return sorted(files, key=lambda f: f.name)
 
     def _describe(self, info: dict, name: str, source: str | None, suffixes: tuple[str, ...]) -> LandingFile:
-        uri, base = self._uri(info["name"]), name.rsplit("/", 1)[-1]
+        uri, base = self.uri(info["name"]), name.rsplit("/", 1)[-1]
         if info.get("islink") or info["type"] != "file":
             try:  # follow a link to what it points at
                 info = {**self.fs.info(os.path.realpath(info["name"])), "name": info["name"]}
             except (OSError, ValueError) as error:
                 return LandingFile(uri, name, f"{name}:unreadable", "unreadable_file", _reason(error), source)
         fingerprint = f"{name}:{info.get('size')}:{_content_marker(info)}"
-        if base.startswith((".", "_")):
+        if base.startswith(HIDDEN):
             detail = "hidden name (starts with '.' or '_'): an upload in progress or a marker file"
             return LandingFile(uri, name, fingerprint, "skipped_file", detail, source)
         if not base.endswith(suffixes):
@@ -219,10 +185,10 @@ class Storage:
             return LandingFile(uri, name, fingerprint, "skipped_file", detail, source)
         return LandingFile(uri, name, fingerprint, source_id=source)
 
-    def fingerprint(self, day: date) -> str:
+    def fingerprint(self, day: date, zone: LandingZone | None = None) -> str:
         """Changes when a received day's folder (in Segment's layout, any source's) gains, loses or changes a file."""
         digest = hashlib.sha256()
-        for file in self.landing_files(day):
+        for file in self.landing_files(day, zone):
             digest.update(f"{file.fingerprint}\n".encode())
         return digest.hexdigest()[:16]
 
@@ -238,20 +204,8 @@ class Storage:
             f.write(data)
 
 
-def _segment_day(folder: str) -> date | None:
-    """The received day a Segment folder names: the Unix milliseconds of its UTC midnight, written as Segment
-    writes it (ASCII digits, no leading zero), else None."""
-    if not re.fullmatch(r"[1-9][0-9]*", folder) or int(folder) % DAY_MS:
-        return None
-    try:
-        day = date(1970, 1, 1) + timedelta(days=int(folder) // DAY_MS)
-    except OverflowError:
-        return None
-    return day if _segment_folder(day) == folder else None
-
-
-def _segment_folder(day: date) -> str:
-    return str((day - date(1970, 1, 1)).days * DAY_MS)
+def _same(name: str, path: str) -> bool:
+    return name.rstrip("/") == path.rstrip("/")
 
 
 def _content_marker(info: dict) -> str:

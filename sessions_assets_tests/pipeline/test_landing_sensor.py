@@ -55,7 +55,7 @@ def test_landing_sensor_asks_for_consecutive_days_in_one_run_and_for_changed_day
     assert [days_requested(r) for r in first.run_requests] == [("2024-03-10", "2024-03-11"), ("2024-03-13",) * 2]
     assert_the_daemon_accepts(landing_sensor, first.run_requests, runner.defs)
     reported = {"received_date=2024-13-45", "notes", "received_date=2019-06-01", "received_date=2099-01-01"}
-    assert set(json.loads(first.cursor)) == reported  # each reported once, none blocking the others
+    assert set(json.loads(first.cursor)["reported"]) == reported  # each reported once, none blocking the others
 
     runner.ingest_and_refresh(date(2024, 3, 10), date(2024, 3, 11))  # what the first requested run does
     later = tick(landing_sensor, runner, data_root, first.cursor)
