@@ -69,14 +69,15 @@ def within(rows: DataFrame, chains: DataFrame, moment: str = "timestamp") -> Dat
     return rows.join(extent, "user_key").where(inside).drop("chain_start", "chain_end")
 
 
-def writes(stored: DataFrame, chains: DataFrame, fresh: DataFrame) -> DataFrame:
+def writes(stored: DataFrame, chains: DataFrame, fresh: DataFrame, offsets: DataFrame | None = None) -> DataFrame:
     """``sessions`` rows to write, tagged ``_op``: ``insert``, ``update`` or ``delete`` for the touched
     chains' sessions, ``renumber`` for their users' other sessions whose number moved.
 
     ``stored``: the touched users' stored sessions (``STORED_COLUMNS``); ``fresh``: the touched chains
     sessionized from their events (``SESSION_COLUMNS``, numbers not yet final). One window numbers the
     kept and the fresh sessions of each user together; one join on the id sorts the fresh ones into new
-    and changed, and the replaced ones left over are deleted.
+    and changed, and the replaced ones left over are deleted. ``offsets`` (``user_key``, ``offset``): how many
+    sessions each user has before those in ``stored`` (none: ``stored`` holds all of them).
     """
     replaced = within(stored, chains, "session_start").select("session_id", F.lit(True).alias("_replaced"))
     old = stored.join(F.broadcast(replaced), "session_id", "left")
@@ -86,6 +87,9 @@ def writes(stored: DataFrame, chains: DataFrame, fresh: DataFrame) -> DataFrame:
         .unionByName(fresh.withColumn("_fresh", F.lit(True)), allowMissingColumns=True)
     )
     number = F.row_number().over(Window.partitionBy("user_key").orderBy("session_start")).cast("long")
+    if offsets is not None:
+        everyone = everyone.join(F.broadcast(offsets), "user_key", "left")
+        number = number + F.coalesce(F.col("offset"), F.lit(0))
     numbered = everyone.withColumn("_number", number)
     renumbered = numbered.where(~F.col("_fresh") & (F.col("_number") != F.col("session_number"))).select(
         *STORED_COLUMNS[:2],

@@ -11,7 +11,7 @@ from datetime import date
 import pytest
 from pyspark.sql import functions as F
 
-from sessions_assets.warehouse.tables import RAW_EVENTS, REJECTED_EVENTS
+from sessions_assets.warehouse.tables import RAW_EVENTS, REJECTED_EVENTS, SESSIONS, USERS
 from sessions_assets_tests.expected import assert_tables_match_oracle
 from sessions_assets_tests.landing import segment, write_day
 
@@ -84,3 +84,14 @@ def runner_wh(runner):
     """The warehouse the runner's resources point at."""
     resources = runner.resources
     return resources["pipeline"].warehouse(resources["spark"])
+
+
+@pytest.mark.scenario
+def test_a_day_ingested_again_unchanged_refreshes_to_the_same_tables(runner, data_root):
+    write_day(data_root, DAY, lines("m", 3))
+    runner.process()
+    before = {t.name: sorted(map(tuple, runner_wh(runner).read(t).collect())) for t in (SESSIONS, USERS)}
+    runner.ingest(DAY)  # the same files again: raw_events replaced by the same rows, nothing for events to change
+    runner.process()
+    assert {t.name: sorted(map(tuple, runner_wh(runner).read(t).collect())) for t in (SESSIONS, USERS)} == before
+    assert_tables_match_oracle(runner_wh(runner), data_root)

@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from sessions_assets.engine import chains
-from sessions_assets.engine.sessionize import SESSIONIZED, sessionize
+from sessions_assets.engine.sessionize import SESSIONIZED, interval, sessionize
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import ledger
 from sessions_assets.warehouse.delta import Commit, Warehouse, assign, insert, on_days
@@ -113,14 +113,19 @@ def _resessionize(
     commit: Commit,
 ) -> Outcome:
     """Recompute every chain holding a ``dirty`` span from its events (``events_of`` the touched chains) and
-    write the difference in one commit."""
+    write the difference in one commit. Of each touched user, only the sessions from a little before its earliest
+    dirty moment are read (``_window``), with how many came before them."""
     dirty = dirty.localCheckpoint()
-    users = F.broadcast(dirty.select("user_key").distinct())
-    stored = wh.read(SESSIONS).select(*chains.STORED_COLUMNS).join(users, "user_key", "left_semi").localCheckpoint()
+    # The session holding a dirty moment starts at most a cap before it, one that ends within a gap before it at
+    # most a cap and a gap: from there on the stored sessions are read. Where a session starts depends only on the
+    # events before it, so sessionizing a chain from the first one read is exact, however far back the chain goes.
+    reach = settings.max_session + settings.session_gap
+    windows = dirty.groupBy("user_key").agg((F.min("dirty_from") - interval(reach)).alias("window_from"))
+    stored, offsets, since = _window(wh, windows)
     with wh.broadcasts(stored.count()):  # a whole history's sessions are too many to broadcast
         touched = chains.touched_chains(stored, dirty, settings.session_gap).localCheckpoint()
         fresh = sessionize(events_of(touched), settings).localCheckpoint()
-        ops = chains.writes(stored, touched, fresh).localCheckpoint()
+        ops = chains.writes(stored, touched, fresh, offsets).localCheckpoint()
         done, stored_days = _summarise_sessions(ops)
         if not stored_days:
             wh.append(SESSIONS, ops, commit)
@@ -137,8 +142,39 @@ def _resessionize(
                 ],
                 commit,
             )
-        done.counts.update(numbering_check(wh, ops))
+        done.counts.update(numbering_check(wh, ops, windows.join(offsets, "user_key", "left"), since))
     return done
+
+
+def _window(wh: Warehouse, windows: DataFrame) -> tuple[DataFrame, DataFrame, date]:
+    """The stored sessions (``chains.STORED_COLUMNS``) of each user of ``windows`` (``user_key``, ``window_from``)
+    that start in its window, and how many of its sessions start before it (``offset``): the days from the earliest
+    window on are read, before it two narrow columns. Also returns the earliest window's day."""
+    first, last = windows.agg(F.min("window_from"), F.max("window_from")).head()
+    if first is None:  # no user is dirty: read nothing
+        first = last = datetime(9999, 12, 30)
+    # A day's slack each side: a session's day is its start's, whatever the hour.
+    since = first.date() - timedelta(days=1)
+    bounded = F.broadcast(windows)
+    sessions = wh.read(SESSIONS)
+    stored = (
+        sessions.where(F.col("session_date") >= F.lit(since))
+        .select(*chains.STORED_COLUMNS)
+        .join(bounded, "user_key")
+        .where(F.col("session_start") >= F.col("window_from"))
+        .drop("window_from")
+        .localCheckpoint()
+    )
+    offsets = (
+        sessions.where(F.col("session_date") <= F.lit(last.date() + timedelta(days=1)))
+        .select("user_key", "session_start")
+        .join(bounded, "user_key")
+        .where(F.col("session_start") < F.col("window_from"))
+        .groupBy("user_key")
+        .agg(F.count(F.lit(1)).alias("offset"))
+        .localCheckpoint()
+    )
+    return stored, offsets, since
 
 
 def _summarise_sessions(ops: DataFrame) -> tuple[Outcome, set[date]]:
@@ -178,14 +214,22 @@ def _summarise_sessions(ops: DataFrame) -> tuple[Outcome, set[date]]:
     return done, stored_days
 
 
-def numbering_check(wh: Warehouse, ops: DataFrame) -> dict[str, int]:
-    """The users written, and how many of them the table does not number 1..n in start order (an asset check
-    of what was just committed)."""
+def numbering_check(
+    wh: Warehouse, ops: DataFrame, windows: DataFrame | None = None, since: date | None = None
+) -> dict[str, int]:
+    """The users written, and how many of them the table does not number in start order (an asset check of what
+    was just committed): 1..n, or, given each user's window (``window_from``, ``offset``: the sessions before it)
+    and the day the earliest starts (``since``), offset + 1.. over the sessions in its window."""
     users = F.broadcast(ops.select("user_key").distinct())
-    theirs = (
-        wh.read(SESSIONS).select("user_key", "session_start", "session_number").join(users, "user_key", "left_semi")
-    )
-    expected = F.row_number().over(Window.partitionBy("user_key").orderBy("session_start"))
+    sessions = wh.read(SESSIONS)
+    if since is not None:
+        sessions = sessions.where(F.col("session_date") >= F.lit(since))
+    theirs = sessions.select("user_key", "session_start", "session_number").join(users, "user_key", "left_semi")
+    offset = F.lit(0)
+    if windows is not None:
+        theirs = theirs.join(F.broadcast(windows), "user_key").where(F.col("session_start") >= F.col("window_from"))
+        offset = F.coalesce(F.col("offset"), F.lit(0))
+    expected = F.row_number().over(Window.partitionBy("user_key").orderBy("session_start")) + offset
     wrong = (
         theirs.withColumn("_expected", expected)
         .groupBy("user_key")
