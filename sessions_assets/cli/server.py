@@ -215,7 +215,7 @@ class Server:
 
     def _where(self, record: dict) -> str:
         """Its pid, where its token is (or that it has none) and its log."""
-        token = f"token in {self.token_file}" if record.get("token", True) else "no token: any local user may use it"
+        token = f"token in {self.token_file}" if record.get("token") else "no token: any local user may use it"
         return f"pid {record['pid']}, {token}, log {self.log}"
 
     def _first_error(self) -> str:
