@@ -17,8 +17,10 @@ export SESSIONS_DATA_ROOT ?= $(CURDIR)/$(DATA_ROOT)
 export DAGSTER_HOME ?= $(SESSIONS_DATA_ROOT)/dagster_home
 # Delta's jars, fetched once here and read from disk by every Spark start (sessions_assets/warehouse/jars.py).
 JARS := $(VENV)/share/sessions-assets/jars/packages.txt
-# Where make dev's Spark Connect server listens (loopback); its runs attach there (SPARK_REMOTE).
+# Where make dev's Spark Connect server listens (loopback); its runs attach there (SPARK_REMOTE) with the token it
+# keeps in its folder (only pyspark's "localhost" carries a token without TLS).
 SPARK_CONNECT_PORT ?= 15002
+SPARK_TOKEN_FILE := $(DAGSTER_HOME)/spark-server/token
 # Test workers, one test file each at a time, so module fixtures stay in one worker: one per core (a third on two
 # cores made the suite slower).
 TEST_WORKERS ?= 2
@@ -67,12 +69,13 @@ SOAK ?= 20
 soak: setup
 	SESSIONS_SOAK=$(SOAK) $(PYTEST) -m property
 
-# The server is stopped when dg dev ends (Ctrl-C included).
+# The server is stopped when dg dev ends (Ctrl-C included). The token reaches dg dev's runs through the
+# environment, never a command line.
 dev: setup $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/sessions-assets spark-server start --port $(SPARK_CONNECT_PORT)
 	trap '$(BIN)/sessions-assets spark-server stop' EXIT; trap 'exit 130' INT TERM; \
-	SPARK_REMOTE=sc://127.0.0.1:$(SPARK_CONNECT_PORT) VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH=$(CURDIR)/$(BIN):$$PATH \
-		$(BIN)/dg dev --use-active-venv
+	SPARK_CONNECT_AUTHENTICATE_TOKEN="$$(cat '$(SPARK_TOKEN_FILE)')" SPARK_REMOTE=sc://localhost:$(SPARK_CONNECT_PORT) \
+		VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/dg dev --use-active-venv
 
 BENCH_ARGS ?=
 bench: setup

@@ -68,7 +68,7 @@ from sessions_assets.settings import Settings
 from sessions_assets.warehouse import tables
 from sessions_assets.warehouse.delta import Warehouse, on_days
 from sessions_assets.warehouse.ledger import horizon
-from sessions_assets.warehouse.spark import spark_config
+from sessions_assets.warehouse.spark import TOKEN_VARIABLE, spark_config
 from sessions_assets.warehouse.storage import Storage
 
 RESULTS = Path(__file__).parent / "results"
@@ -437,6 +437,7 @@ def start_spark(args):
         print(server.start(port=free_port()), flush=True)
         atexit.register(server.stop)
         os.environ["SPARK_REMOTE"] = server.running()["url"]
+        os.environ[TOKEN_VARIABLE] = server.token()
         DRIVER_PID = server.running()["pid"]
         return resources()["spark"].spark_session
     from pyspark import SparkContext

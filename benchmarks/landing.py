@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' dg de
 from sessions_assets.cli.generate import generate_landing_zone  # noqa: E402
 from sessions_assets.cli.server import Server  # noqa: E402
 from sessions_assets.defs import planning  # noqa: E402
+from sessions_assets.warehouse.spark import TOKEN_VARIABLE  # noqa: E402
 from sessions_assets.warehouse.storage import Storage  # noqa: E402
 from sessions_assets_tests.deployed import PROJECT, DagsterDev, free_port  # noqa: E402
 
@@ -71,6 +72,7 @@ def measure(mode: str, days: int, users: int) -> tuple[float, list[dict]]:
         if mode == "connect":
             server.start(port=free_port())
             env["SPARK_REMOTE"] = server.running()["url"]
+            env[TOKEN_VARIABLE] = server.token()
         folders = sorted((staging / "landing").iterdir())
         storage = Storage(str(root))
         command = [str(venv / "bin" / "dg"), "dev", "--use-active-venv"]

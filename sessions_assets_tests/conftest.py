@@ -3,7 +3,8 @@
 The server is started once, by the process that collects the tests (``pytest_configure``), and every test worker,
 every process a test starts (the CLI, ``dg dev``'s runs) and every in-process run attaches to it through
 ``SPARK_REMOTE``, as a deployment's runs do: one warm JVM for everything, and no test process can reach a JVM of
-its own. Tests of runs with a driver of their own unset ``SPARK_REMOTE`` in the processes they start.
+its own. They show it its token, ``SPARK_CONNECT_AUTHENTICATE_TOKEN``, inherited like ``SPARK_REMOTE``. Tests of
+runs with a driver of their own unset ``SPARK_REMOTE`` in the processes they start.
 
 Tiers: the engine tests (``engine/``) call the DataFrame functions and the oracle; the Dagster tests
 (``pipeline/``) run the real jobs in-process against a test instance and real Delta tables, and those marked
@@ -65,17 +66,19 @@ def pytest_xdist_make_scheduler(config, log):
 
 def pytest_configure(config):
     """Start the run's Spark Connect server, unless ``SPARK_REMOTE`` names one already: a server a developer keeps
-    running between runs (``sessions-assets spark-server start``), or the one the controller of these xdist
-    workers started."""
+    running between runs (``sessions-assets spark-server start``, its token exported as
+    ``SPARK_CONNECT_AUTHENTICATE_TOKEN``), or the one the controller of these xdist workers started."""
     if os.environ.get("SPARK_REMOTE"):
         return
     from sessions_assets.cli.server import Server
+    from sessions_assets.warehouse.spark import TOKEN_VARIABLE
     from sessions_assets_tests.deployed import free_port
 
     server = Server(Path(tempfile.mkdtemp(prefix="sessions-assets-test-spark-")))
     server.start(port=free_port())
     config.stash[SERVER] = server
     os.environ["SPARK_REMOTE"] = server.running()["url"]
+    os.environ[TOKEN_VARIABLE] = server.token()
 
 
 def pytest_unconfigure(config):

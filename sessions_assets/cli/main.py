@@ -8,6 +8,7 @@ keep the tables compact.
     sessions-assets maintain --data-root DIR [--retain-hours H]
     sessions-assets fetch-jars [--to DIR]
     sessions-assets spark-server start|stop|status [--data-root DIR] [--host HOST] [--port PORT]
+                                 [--new-token | --no-token]
 
 Runs are recorded in the Dagster instance at ``$DAGSTER_HOME`` (default ``DIR/dagster_home``), so the UI
 shows them and a second ``run`` finds nothing to do. Errors a user can cause are one line, exit 2.
@@ -196,16 +197,18 @@ def fetch_jars(args: argparse.Namespace) -> int:
 
 def spark_server(args: argparse.Namespace) -> int:
     from sessions_assets.cli.instance import instance_home
-    from sessions_assets.cli.server import Server, ServerError
+    from sessions_assets.cli.server import Server, ServerError, ServerRefused
     from sessions_assets.warehouse.jars import JarsMissing
+    from sessions_assets.warehouse.spark import TOKEN_VARIABLE
 
     server = Server((instance_home(args.data_root) / "spark-server").absolute())
     if args.action == "start":
+        token = os.environ.get(TOKEN_VARIABLE, "")
         try:
-            print(server.start(args.host, args.port))
+            print(server.start(args.host, args.port, token, renew=args.new_token, secured=not args.no_token))
         except (ServerError, JarsMissing) as failure:
             print(f"sessions-assets: {failure}", file=sys.stderr)
-            return 1
+            return 2 if isinstance(failure, ServerRefused) else 1
     elif args.action == "stop":
         print(server.stop())
     else:
@@ -272,6 +275,13 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--data-root", **root)
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: loopback)")
     serve.add_argument("--port", type=int, default=15002, help="the port to listen on (default 15002)")
+    tokens = serve.add_mutually_exclusive_group()
+    tokens.add_argument(
+        "--new-token",
+        action="store_true",
+        help="a new token, not the one kept from its last start (SPARK_CONNECT_AUTHENTICATE_TOKEN, set, is used instead)",
+    )
+    tokens.add_argument("--no-token", action="store_true", help="serve any client (loopback only)")
     serve.set_defaults(func=spark_server)
     try:
         args = parser.parse_args(argv)

@@ -18,7 +18,8 @@ from sessions_assets.warehouse.delta import Warehouse
 
 class SparkResource(LazyPySparkResource):
     """Spark with Delta, on first use inside a run: the process's own driver, or, when ``remote`` names a Spark
-    Connect server, the process's session there."""
+    Connect server, the process's session there. ``remote`` is config the UI shows, so it never holds the token:
+    the run takes that from its environment (``warehouse/spark.py`` ``token_for``)."""
 
     remote: str = ""
 
@@ -41,12 +42,12 @@ CONFIGURED = Settings.from_env()
 
 def resources(settings: Settings | None = None, remote: str | None = None, **spark_overrides: Any) -> dict:
     """The resources of a deployment (``SESSIONS_*`` and ``SPARK_*`` variables) or of a test (``settings``, and
-    ``remote``: the Spark Connect server to attach to, "" for a driver of its own; default ``SPARK_REMOTE``)."""
+    ``remote``: the Spark Connect server to attach to, "" for a driver of its own; default ``SPARK_REMOTE``, without
+    its token)."""
     settings = settings or CONFIGURED
+    url = spark.without_token(spark.remote() if remote is None else remote)
     return {
-        "spark": SparkResource(
-            spark_config=spark.spark_config(**spark_overrides), remote=spark.remote() if remote is None else remote
-        ),
+        "spark": SparkResource(spark_config=spark.spark_config(**spark_overrides), remote=url),
         "pipeline": PipelineResource(**settings.model_dump()),
     }
 

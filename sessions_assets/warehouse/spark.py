@@ -4,7 +4,9 @@
   client), with the Delta jars ``fetch-jars`` left on disk.
 - **Attached** (``SPARK_REMOTE=sc://host:port``): the run's process is a Spark Connect client of a long-lived
   server that holds the driver (``cli/server.py`` starts one with this same configuration), with a session of its
-  own. The server's JVM, JIT, jars and caches are warm; a run pays only for its own queries.
+  own. The server's JVM, JIT, jars and caches are warm; a run pays only for its own queries. It shows its token
+  (``SPARK_CONNECT_AUTHENTICATE_TOKEN``, or ``;token=`` in the URL) to the server, and nowhere else: every URL
+  and error this module reports has it struck out.
 
 The pipeline's code is the same in both: DataFrames and Delta SQL, never the JVM behind a classic session.
 What matters for correctness (UTC, Delta, strict JSON) is fixed here; the master, memory and extra settings
@@ -38,15 +40,73 @@ CONNECT_RETRIES = 4
 # Set, even empty, they make pyspark build a Spark Connect client, and Spark's launcher leave the classic SQL jars
 # off every class path it builds (a driver's, a standalone worker's executors').
 CONNECT_CLIENT_VARIABLES = ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")
+# The pre-shared token a Spark Connect server requires of its clients (``spark.connect.authenticate.token``):
+# the server and pyspark's client both read it from this variable.
+TOKEN_VARIABLE = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
+# Where ``sessions-assets spark-server`` keeps its token, under the instance's folder.
+TOKEN_FILE = "<DAGSTER_HOME>/spark-server/token"
+# The only host pyspark sends a token to without TLS (over gRPC's local credentials).
+LOCAL_HOST = "localhost"
+_TOKEN_PARAMETER = re.compile(r"(;\s*token\s*=\s*)[^;\s'\"]*", re.IGNORECASE)
 
 
 def classic_env() -> dict[str, str]:
-    """This process's environment for a process that must start a classic driver (a server, a jar resolver)."""
-    return {k: v for k, v in os.environ.items() if k not in CONNECT_CLIENT_VARIABLES}
+    """This process's environment for a process that must start a classic driver (a server, a jar resolver),
+    without the Connect client's variables or a token it has no use for."""
+    return {k: v for k, v in os.environ.items() if k not in (*CONNECT_CLIENT_VARIABLES, TOKEN_VARIABLE)}
 
 
 class ServerUnreachable(RuntimeError):
-    """``SPARK_REMOTE`` names a Spark Connect server that does not answer; the message says what to do."""
+    """``SPARK_REMOTE`` names a Spark Connect server that does not answer, or cannot be given the token safely;
+    the message says what to do."""
+
+
+def redacted(text: str) -> str:
+    """``text`` with every ``;token=…`` of a URL, and this process's token, struck out: what may be shown."""
+    text = _TOKEN_PARAMETER.sub(r"\1…", text)
+    for token in (os.environ.get(TOKEN_VARIABLE, "").strip(), url_token(remote())):
+        if len(token) >= 8:  # shorter ones would strike out ordinary words (``spark-server`` takes 16 and more)
+            text = text.replace(token, "…")
+    return text
+
+
+def url_token(url: str) -> str:
+    """The ``;token=`` of a Spark Connect URL, or ""."""
+    for parameter in urlparse(url).path.split(";")[1:]:
+        key, _, value = parameter.partition("=")
+        if key.strip().lower() == "token":
+            return value.strip()
+    return ""
+
+
+def without_token(url: str) -> str:
+    """``url`` without its ``;token=`` parameter: the URL as configuration, logs and errors show it."""
+    parsed = urlparse(url)
+    kept = [p for p in parsed.path.split(";")[1:] if p.partition("=")[0].strip().lower() != "token"]
+    path = ";".join([parsed.path.split(";")[0], *kept])
+    return parsed._replace(path="" if path in ("", "/") else path).geturl()
+
+
+def with_token(url: str, token: str) -> str:
+    """``url`` (without a token) carrying ``token``, as pyspark's client reads it."""
+    return f"{url};token={token}" if "/;" in url else f"{url.rstrip('/')}/;token={token}"
+
+
+def token_for(url: str) -> str:
+    """The token to show the server at ``url``: the URL's own, else ``SPARK_REMOTE``'s when that names the same
+    server (a resource holds the URL without it), else ``SPARK_CONNECT_AUTHENTICATE_TOKEN``; "" for none."""
+    configured = remote()
+    if url_token(url):
+        return url_token(url)
+    if url_token(configured) and without_token(configured) == without_token(url):
+        return url_token(configured)
+    return os.environ.get(TOKEN_VARIABLE, "").strip()
+
+
+def token_file() -> str:
+    """Where a refused run is told to find the token: the instance's server folder when this process knows it."""
+    home = os.environ.get("DAGSTER_HOME")
+    return os.path.join(home, "spark-server", "token") if home else TOKEN_FILE
 
 
 def spark_home() -> str:
@@ -152,15 +212,21 @@ def attach(url: str, config: dict[str, str]):
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
-    parsed = urlparse(url)
+    parsed, shown = urlparse(url), without_token(url)
     if parsed.scheme != "sc" or not parsed.hostname:
-        raise ServerUnreachable(f"SPARK_REMOTE={url} is not a Spark Connect URL (sc://host:port)")
+        raise ServerUnreachable(f"SPARK_REMOTE={shown} is not a Spark Connect URL (sc://host:port)")
+    token = token_for(url)
+    if token and parsed.hostname != LOCAL_HOST and "use_ssl=true" not in parsed.path.lower():
+        raise ServerUnreachable(_in_clear(shown, parsed.port or CONNECT_PORT))
     try:
         socket.create_connection((parsed.hostname, parsed.port or CONNECT_PORT), timeout=10).close()
     except OSError as error:
-        raise ServerUnreachable(_unreachable(url, error.strerror or str(error))) from None
+        raise ServerUnreachable(_unreachable(shown, error.strerror or str(error))) from None
+    if not token:  # set but empty, pyspark would send an empty token
+        os.environ.pop(TOKEN_VARIABLE, None)
     existing = SparkSession.getActiveSession()
-    session = SparkSession.builder.remote(url).config(map=session_config(config)).getOrCreate()
+    connect = with_token(shown, token) if token else shown
+    session = SparkSession.builder.remote(connect).config(map=session_config(config)).getOrCreate()
     # The client warns when its retries run out; the error that follows says it in one line (``one_line``).
     warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]", category=UserWarning)
     if session is not existing:
@@ -176,20 +242,41 @@ def _unreachable(url: str, why: str) -> str:
     )
 
 
+def _in_clear(url: str, port: int) -> str:
+    return (
+        f"SPARK_REMOTE={url} would carry this run's token unencrypted, which pyspark does only to "
+        f"{LOCAL_HOST}: use sc://{LOCAL_HOST}:{port} for a server on this machine, or add ;use_ssl=true for one "
+        "behind a TLS proxy"
+    )
+
+
+def _refused(url: str, why: str) -> str:
+    return (
+        f"the Spark Connect server at {url} refused this run ({why}): set {TOKEN_VARIABLE} to the token in "
+        f"{token_file()}"
+    )
+
+
 def one_line(error: BaseException) -> str:
-    """What went wrong, in one line: a Spark Connect server that went away, the innermost Java cause of a Spark
-    error, else the error's first line."""
+    """What went wrong, in one line and with any token struck out: a Spark Connect server that refused the run's
+    token or went away, the innermost Java cause of a Spark error, else the error's first line."""
     text = str(error)
+    if isinstance(error, ServerUnreachable):  # already a line of its own
+        return redacted(text)[:500]
+    server = without_token(remote()) or "SPARK_REMOTE"
+    if re.search(r"StatusCode\.UNAUTHENTICATED", text[:3000]):
+        found = re.search(r'details = "([^"]*)"', text)
+        return redacted(_refused(server, found.group(1) if found else "unauthenticated"))[:500]
     if re.search(r"NO_ACTIVE_SESSION|SESSION_NOT_FOUND|SESSION_CLOSED", text[:3000]):
         return (
-            f"the Spark Connect server at {remote() or 'SPARK_REMOTE'} no longer holds this run's session (it was "
+            f"the Spark Connect server at {server} no longer holds this run's session (it was "
             "restarted or stopped during the run): run again; no table kept a partial write"
         )
     if re.search(r"StatusCode\.UNAVAILABLE|failed to connect to all addresses|Connection refused", text[:3000]):
         found = re.search(r'details = "([^"]*)"', text)
-        return _unreachable(remote() or "SPARK_REMOTE", found.group(1) if found else "unavailable")[:500]
+        return redacted(_unreachable(server, found.group(1) if found else "unavailable"))[:500]
     causes = re.findall(r"Caused by: ([\w.$]+(?:Exception|Error)[^\n]*)", text)
     if causes:
-        return causes[-1].strip()[:500]
+        return redacted(causes[-1].strip())[:500]
     first = next((s for s in text.splitlines() if s.strip()), "")
-    return f"{type(error).__name__}: {first.strip()}"[:500]
+    return redacted(f"{type(error).__name__}: {first.strip()}")[:500]

@@ -16,7 +16,7 @@ COMMAND = [sys.executable, "-m", "sessions_assets.cli.main"]
 
 def user_env(**extra: str) -> dict[str, str]:
     """The caller's environment without a Dagster home or pipeline settings, in UTC, then ``extra``: its runs attach
-    to the tests' Spark Connect server (``SPARK_REMOTE``) unless ``extra`` unsets it. The JVM of a short run with a
+    to the tests' Spark Connect server (``SPARK_REMOTE``, with its token) unless ``extra`` unsets it. The JVM of a short run with a
     driver of its own compiles with C1 only: a third less CPU on two cores, the same results. (Not the tests'
     server: over a whole test run, C2's code pays for its compiles.)"""
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME" and not k.startswith("SESSIONS_")}

@@ -22,7 +22,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from sessions_assets.warehouse.spark import CONNECT_CLIENT_VARIABLES
+from sessions_assets.warehouse.spark import classic_env
 from sessions_assets_tests.deployed import free_port
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
@@ -32,8 +32,8 @@ WORKER_CORES, WORKER_MEMORY = 1, "1g"
 
 def start(command: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     """A server in its own process group, its output in ``log``. Not a Spark Connect client: a standalone worker
-    with ``SPARK_REMOTE`` set would start executors without Spark's SQL jars."""
-    inherited = {k: v for k, v in os.environ.items() if k not in CONNECT_CLIENT_VARIABLES}
+    with ``SPARK_REMOTE`` set would start executors without Spark's SQL jars (nor given the tests' token)."""
+    inherited = classic_env()
     with open(log, "w") as out:
         return subprocess.Popen(
             command,
@@ -387,7 +387,8 @@ def s3_server(tmp_path_factory) -> Iterator[S3Server]:
 
 @pytest.fixture
 def connect_server(tmp_path) -> Iterator:
-    """A Spark Connect server of the test's own (one the test may kill), from the ``SPARK_*`` variables."""
+    """A Spark Connect server of the test's own (one the test may kill), from the ``SPARK_*`` variables, with a
+    token of its own (``connect_server.token()``)."""
     from sessions_assets.cli.server import Server
 
     server = Server(tmp_path / "spark-server")

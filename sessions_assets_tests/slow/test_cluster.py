@@ -16,6 +16,7 @@ import pytest
 
 from sessions_assets.cli.server import Server
 from sessions_assets.warehouse.delta import Warehouse
+from sessions_assets.warehouse.spark import TOKEN_VARIABLE
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import PARTITION_MAP
 from sessions_assets_tests.deployed import free_port
@@ -40,7 +41,12 @@ def test_the_pipeline_on_a_standalone_cluster_builds_exact_tables(spark_cluster,
         monkeypatch.setenv(name, value)
     server = Server(tmp_path / "spark-server")
     server.start(port=free_port())
-    env = {"DAGSTER_HOME": str(tmp_path / "dagster_home"), "TZ": "UTC", "SPARK_REMOTE": server.running()["url"]}
+    env = {
+        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+        "TZ": "UTC",
+        "SPARK_REMOTE": server.running()["url"],
+        TOKEN_VARIABLE: server.token(),
+    }
     try:
         _runs(staging, data_root, tmp_path, env)
     finally:

@@ -25,6 +25,7 @@ import yaml
 from sessions_assets.cli.main import main
 from sessions_assets.defs import planning
 from sessions_assets.warehouse.delta import DeltaLog, Warehouse
+from sessions_assets.warehouse.spark import TOKEN_VARIABLE
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import EVENTS
 from sessions_assets_tests.deployed import FAILED_RUNS, IN_FLIGHT_RUNS, PROJECT, SENSORS, DagsterDev, tag
@@ -62,6 +63,7 @@ def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path,
         "PATH": f"{venv / 'bin'}:/usr/bin:/bin",
         "HOME": str(user_home),
         "SPARK_REMOTE": connect_server.running()["url"],  # a server of the test's own: it is killed below
+        TOKEN_VARIABLE: connect_server.token(),  # kept across its restart
         # Java takes its home (and Ivy's cache) from user.home, not $HOME.
         "JAVA_TOOL_OPTIONS": f"-Duser.home={user_home}",
     }

@@ -20,6 +20,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from sessions_assets.warehouse.delta import Warehouse
+from sessions_assets.warehouse.spark import TOKEN_VARIABLE
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import REJECTED_EVENTS, SESSIONS
 from sessions_assets_tests.expected import assert_tables_match_oracle
@@ -150,10 +151,12 @@ def test_hidden_files_are_reported_unread_and_a_folder_that_is_no_received_day_b
 def test_a_server_killed_during_a_refresh_fails_the_run_in_one_line_and_the_next_run_completes_it(
     tmp_path, spark, connect_server
 ):
-    """A server of the test's own, killed once the run's refresh has begun; started again on the same port."""
+    """A server of the test's own, killed once the run's refresh has begun; started again on the same port, with
+    the same token."""
     root = generated(tmp_path, seed=22)
-    url = connect_server.running()["url"]
-    process = start("run", "--data-root", str(root), cwd=tmp_path, out=tmp_path / "killed", env={"SPARK_REMOTE": url})
+    url, token = connect_server.running()["url"], connect_server.token()
+    attached = {"SPARK_REMOTE": url, TOKEN_VARIABLE: token}
+    process = start("run", "--data-root", str(root), cwd=tmp_path, out=tmp_path / "killed", env=attached)
     events = root / "warehouse" / "events" / "_delta_log"
     deadline = time.monotonic() + TIMEOUT
     while not events.is_dir():  # the ingest is committed, the refresh has begun
@@ -168,11 +171,12 @@ def test_a_server_killed_during_a_refresh_fails_the_run_in_one_line_and_the_next
     assert not python_traceback(stderr), stderr[-3000:]
     [said] = [line for line in stderr.splitlines() if line.startswith("sessions-assets")]  # below Dagster's log
     assert said.startswith("sessions-assets: process_job failed") and f"server at {url} does not answer" in said
-    down = run("run", "--data-root", str(root), cwd=tmp_path, env={"SPARK_REMOTE": url})
+    down = run("run", "--data-root", str(root), cwd=tmp_path, env=attached)
     assert down.returncode == 1 and f"server at {url} does not answer" in down.stderr, down.stderr[-3000:]
 
     connect_server.start(port=int(url.rsplit(":", 1)[1]))
-    again = run("run", "--data-root", str(root), cwd=tmp_path, env={"SPARK_REMOTE": url})
+    assert connect_server.token() == token
+    again = run("run", "--data-root", str(root), cwd=tmp_path, env=attached)
 
     assert again.returncode == 0, again.stdout + again.stderr[-3000:]
     assert_tables_match_oracle(Warehouse(spark, Storage(str(root))), root)
