@@ -165,6 +165,7 @@ class Warehouse:
         if table.properties:
             properties = ", ".join(f"'{k}' = '{v}'" for k, v in table.properties)
             ddl += f" TBLPROPERTIES ({properties})"
+        self._clear_unfinished(table)
         try:
             self.spark.sql(ddl)
         except Exception as error:  # re-raised below unless the table now exists
@@ -174,6 +175,18 @@ class Warehouse:
                 if time.monotonic() >= deadline:
                     raise error from None
                 time.sleep(0.2)
+
+    def _clear_unfinished(self, table: Table) -> None:
+        """A create killed before its first commit leaves a ``_delta_log`` folder without one, which Delta takes
+        for a table (``CREATE TABLE IF NOT EXISTS`` passes, every read fails): unless another process's create
+        commits in the meantime, the folder goes."""
+        log = DeltaLog(self.storage, table)
+        deadline = time.monotonic() + CREATION_WAIT_SECONDS
+        while self.storage.fs.isdir(log.path) and not log.versions():
+            if time.monotonic() >= deadline:
+                self.storage.fs.rm(log.path, recursive=True)
+                return
+            time.sleep(0.5)
 
     # --- reading ------------------------------------------------------------------------------------
 

@@ -58,6 +58,17 @@ def test_a_column_the_spec_gains_is_added_to_the_stored_table_and_is_null_until_
     assert [tuple(r) for r in grown.read(PARTITION_MAP).collect()] == [(date(2024, 3, 1), date(2024, 3, 2), 5)]
 
 
+def test_a_create_killed_before_its_first_commit_is_created_again(warehouse, spark, monkeypatch):
+    from sessions_assets.warehouse import delta
+
+    monkeypatch.setattr(delta, "CREATION_WAIT_SECONDS", 0.0)
+    folder = Path(warehouse.storage.path_of(warehouse.uri(PARTITION_MAP))) / "_delta_log"
+    folder.mkdir(parents=True)  # what a server killed during the CREATE leaves
+
+    assert warehouse.read(PARTITION_MAP).collect() == []
+    assert DeltaLog(warehouse.storage, PARTITION_MAP).versions() == [0]
+
+
 def test_a_process_that_read_the_received_days_without_spark_exits_cleanly(warehouse, spark):
     """The sensors, ``status`` and a ``run`` with nothing due read ``received_days`` with delta-rs and exit. Arrow's
     scan of it left an IO thread that aborted the interpreter at exit about one time in two."""
