@@ -693,7 +693,8 @@ FIRST_TOUCH = (
 def users(events: list[dict], sessions: list[dict], settings: Settings = DEFAULTS) -> list[dict]:
     """One row per person: its userId (None for a visitor never identified), when it was first and last seen,
     its sessions, events and distinct anonymousIds, its first session's source as ``first_*``, and its
-    conversions: how many, their revenue (None when none carries any) and when the first was."""
+    conversions: how many, their revenue (None when none carries any), when the first was, and how many of its
+    sessions carry revenue."""
     by_person: dict[str, list[dict]] = {}
     for event in events:
         by_person.setdefault(event["user_key"], []).append(event)
@@ -721,6 +722,7 @@ def users(events: list[dict], sessions: list[dict], settings: Settings = DEFAULT
                 "conversions": sum(is_conversion(e, settings) for e in own),
                 "revenue": money_sum(revenues),
                 "first_conversion_at": min((e["timestamp"] for e in own if is_conversion(e, settings)), default=None),
+                "revenue_sessions": len(revenues),
             }
         )
     return rows

@@ -50,20 +50,22 @@ def _absorb(wh: Warehouse, feed: DataFrame, at: ledger.Position) -> None:
         .unionByName(removed.exceptAll(added).withColumn("weight", F.lit(-1)))
     )
     change = tallies(net).localCheckpoint()
-    unlinked = change.where("unlinked").select("anonymous_id", "user_id")
-    found = (
-        wh.read(EVENTS, at.latest)
-        .select(*TALLIED)
-        .join(F.broadcast(unlinked), ["anonymous_id", "user_id"], "left_semi")
-        .groupBy("anonymous_id", "user_id")
-        .agg(F.max(F.struct(F.col("timestamp").alias("at"), F.col("message_id").alias("id"))).alias("_found"))
-    )
-    change = (
-        change.join(found, ["anonymous_id", "user_id"], "left")
-        .withColumn("link_at", F.when(F.col("unlinked"), F.col("_found.at")).otherwise(F.col("link_at")))
-        .withColumn("link_id", F.when(F.col("unlinked"), F.col("_found.id")).otherwise(F.col("link_id")))
-        .drop("_found")
-    )
+    unlinked = [tuple(r) for r in change.where("unlinked").select("anonymous_id", "user_id").collect()]
+    if unlinked:  # rare: a link corrected or moved; its pair's latest link is found among the events
+        pairs = F.broadcast(wh.spark.createDataFrame(unlinked, "anonymous_id string, user_id string"))
+        found = (
+            wh.read(EVENTS, at.latest)
+            .select(*TALLIED)
+            .join(pairs, ["anonymous_id", "user_id"], "left_semi")
+            .groupBy("anonymous_id", "user_id")
+            .agg(F.max(F.struct(F.col("timestamp").alias("at"), F.col("message_id").alias("id"))).alias("_found"))
+        )
+        change = (
+            change.join(found, ["anonymous_id", "user_id"], "left")
+            .withColumn("link_at", F.when(F.col("unlinked"), F.col("_found.at")).otherwise(F.col("link_at")))
+            .withColumn("link_id", F.when(F.col("unlinked"), F.col("_found.id")).otherwise(F.col("link_id")))
+            .drop("_found")
+        )
     update = ", ".join(
         [
             "t.events = t.events + s.events",
