@@ -32,8 +32,17 @@ from sessions_assets.warehouse.tables import (
     Table,
 )
 
-# Commits that change no row: compaction, the two marks a VACUUM leaves in the log, and a column added.
-NO_DATA_CHANGE = ("OPTIMIZE", "VACUUM START", "VACUUM END", "ADD COLUMNS")
+# Commits that change no row: compaction, the two marks a VACUUM leaves in the log, a column or a property added,
+# and the rewrite of files whose deleted rows an erasure purges.
+NO_DATA_CHANGE = (
+    "OPTIMIZE",
+    "VACUUM START",
+    "VACUUM END",
+    "ADD COLUMNS",
+    "SET TBLPROPERTIES",
+    "UNSET TBLPROPERTIES",
+    "REORG",
+)
 # Each derived table and the inputs it absorbs, in refresh order (``daily_snapshot`` notes the ``lifecycle``
 # totals it was summed from, and the ``received_days`` version whose horizon it was summed up to).
 FOLLOWS = (
@@ -126,14 +135,14 @@ class Received:
     raw_version: int
 
 
-def received(storage: Storage) -> dict[date, Received]:
-    """Every received day ingested, as recorded beside the rows (read with delta-rs: no Spark)."""
+def small_table(storage: Storage, table: Table) -> list[dict]:
+    """Every row of a small table without deletion vectors, read with delta-rs: no Spark."""
     import pyarrow.parquet as pq
     from deltalake import DeltaTable
 
-    uri = storage.table_uri(RECEIVED_DAYS.name)
-    if DeltaLog(storage, RECEIVED_DAYS).version() is None:
-        return {}
+    uri = storage.table_uri(table.name)
+    if DeltaLog(storage, table).version() is None:
+        return []
     location = storage.path_of(uri) if uri.startswith("file:") else uri
     # delta-rs names the table's files; each is read whole in this thread. Arrow's dataset scan, even unthreaded,
     # reads through its IO threads, and one left running aborted the interpreter at exit (SIGABRT after a
@@ -142,6 +151,12 @@ def received(storage: Storage) -> dict[date, Received]:
     for file in DeltaTable(location).file_uris():
         with storage.fs.open(storage.path_of(file), "rb") as f:
             rows += pq.ParquetFile(f).read(use_threads=False).to_pylist()
+    return rows
+
+
+def received(storage: Storage) -> dict[date, Received]:
+    """Every received day ingested, as recorded beside the rows (read with delta-rs: no Spark)."""
+    rows = small_table(storage, RECEIVED_DAYS)
     return {
         r["received_date"]: Received(
             r["received_date"],
