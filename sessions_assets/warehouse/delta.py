@@ -223,8 +223,9 @@ class Warehouse:
         ddl = f"CREATE TABLE IF NOT EXISTS delta.`{self.uri(table)}` ({', '.join(columns)}) USING delta"
         if table.partition:
             ddl += f" PARTITIONED BY (`{table.partition_column}`)"
-        properties = ", ".join(f"'{k}' = '{v}'" for k, v in table.table_properties.items())
-        ddl += f" TBLPROPERTIES ({properties})"
+        if table.table_properties:
+            properties = ", ".join(f"'{k}' = '{v}'" for k, v in table.table_properties.items())
+            ddl += f" TBLPROPERTIES ({properties})"
         try:
             self.spark.sql(ddl)
         except Exception as error:  # re-raised below unless the table now exists

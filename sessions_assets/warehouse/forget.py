@@ -98,12 +98,18 @@ def erase(wh: Warehouse, settings: Settings, key: bytes, now: datetime | None = 
     journal.check_key(key, {r.key_id for r in requests})
     if any(r.state == PENDING for r in requests):
         ids = {r.request_id for r in requests if r.state == PENDING}
+        # What a killed run recorded before its deletes; this run's finds are counted beside it (the larger of
+        # the two per table: the killed run's deletes are found no more, those it did not make are found again).
+        counted = Counts({r.request_id: Counter(r.removed) for r in requests if r.request_id in ids})
         derived = Counter()
         for done.passes in range(1, PASSES + 1):
             if ledger.behind(wh.storage):
                 refresh_all(wh, settings)
             requests = journal.read(wh)
-            done.removed.update(_remove(wh, key, [r for r in requests if r.request_id in ids], requests))
+            pending = [r for r in requests if r.request_id in ids]
+            # A killed run may have deleted lines without recounting their days: all days are recounted then.
+            recount_all = done.passes == 1 and any(counted.before.values())
+            done.removed.update(_remove(wh, key, pending, requests, counted, recount_all))
             derived.update(refresh_all(wh, settings))
             if not ledger.behind(wh.storage):
                 break
@@ -149,12 +155,31 @@ def _tags(requests: list[Request], everyone: list[Request], devices: bool) -> li
     return sorted({(d, r.request_id) for r in requests for u in r.user_hashes for d in linked.get(u, ())})
 
 
-def _remove(wh: Warehouse, key: bytes, pending: list[Request], everyone: list[Request]) -> Counter:
+@dataclass
+class Counts:
+    """Each pending request's rows removed per table: as a killed run recorded them, and as this run found them."""
+
+    before: dict[str, Counter]
+    found: dict[str, Counter] = field(default_factory=dict)
+
+    def add(self, request_id: str, table: str, rows: int) -> dict[str, int]:
+        """Count ``rows`` more found; returns what the request records now."""
+        found = self.found.setdefault(request_id, Counter())
+        found[table] += rows
+        before = self.before.get(request_id, Counter())
+        return {t: max(before[t], found[t]) for t in set(before) | set(found)}
+
+
+def _remove(
+    wh: Warehouse, key: bytes, pending: list[Request], everyone: list[Request], counted: Counts, recount_all: bool
+) -> Counter:
     """Delete the pending requests' lines from the landing tables and recount the received days they were on. What
     each request removes, and the anonymous ids its persons' lines carry, are recorded in the journal before any
     line goes: a run killed after the deletes still forgets those ids, drops their later lines and purges the
     files. Returns the rows removed per table."""
     if not any(r.user_hashes for r in pending):
+        if recount_all:
+            _recount(wh, None)
         return Counter()
     tag_schema = "hash string, request_id string"
     users = wh.spark.createDataFrame(_tags(pending, everyone, devices=False), tag_schema)
@@ -186,8 +211,8 @@ def _remove(wh: Warehouse, key: bytes, pending: list[Request], everyone: list[Re
     removed, days = Counter(), set()
     for table, _, _, counts in plans:
         for row in counts:
-            r = grown[row.request_id]
-            grown[row.request_id] = replace(r, removed={**r.removed, table.name: r.removed.get(table.name, 0) + row[2]})
+            recorded = counted.add(row.request_id, table.name, row[2])
+            grown[row.request_id] = replace(grown[row.request_id], removed=recorded)
             removed[table.name] += row[2]
             days.add(row.received_date)
     changed = [g for g in grown.values() if g != next(r for r in pending if r.request_id == g.request_id)]
@@ -197,8 +222,8 @@ def _remove(wh: Warehouse, key: bytes, pending: list[Request], everyone: list[Re
         if counts:
             source = doomed.select(*[F.col(f"_{c}").alias(c) for c in keys]).distinct()
             wh.merge(table, source, " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in keys), ["WHEN MATCHED THEN DELETE"])
-    if days:
-        _recount(wh, sorted(days))
+    if days or recount_all:
+        _recount(wh, None if recount_all else sorted(days))
     return removed
 
 
@@ -215,10 +240,11 @@ def _doomed(lines: DataFrame, users: DataFrame, devices: DataFrame, keys) -> Dat
     return by_user.unionByName(by_device).distinct()
 
 
-def _recount(wh: Warehouse, days: list) -> None:
-    """``partition_map`` and ``received_days`` of the received days that lost lines, counted again from the rows
-    left (one ``MERGE`` each, on the day; the fingerprints, the event days and the versions stay)."""
-    on_day = F.col("received_date").isin(days)
+def _recount(wh: Warehouse, days: list | None) -> None:
+    """``partition_map`` and ``received_days`` of the received days that lost lines (None: of every day), counted
+    again from the rows left (one ``MERGE`` each, on the day; the fingerprints, the event days and the versions
+    stay)."""
+    on_day = F.lit(True) if days is None else F.col("received_date").isin(days)
     raw = wh.read(RAW_EVENTS).where(on_day)
     fresh = raw.groupBy("received_date", "event_date").agg(F.count(F.lit(1)).alias("_n"))
     mapped = (
@@ -244,7 +270,11 @@ def _recount(wh: Warehouse, days: list) -> None:
         .groupBy("received_date")
         .agg(F.count(F.lit(1)).alias("rejected"), F.count("payload").alias("_lines"))
     )
-    day_list = wh.spark.createDataFrame([(d,) for d in days], "received_date date")
+    day_list = (
+        wh.read(RECEIVED_DAYS).select("received_date")
+        if days is None
+        else wh.spark.createDataFrame([(d,) for d in days], "received_date date")
+    )
     counts = (
         day_list.join(accepted, "received_date", "left")
         .join(rejects, "received_date", "left")
@@ -323,9 +353,13 @@ def quotes_strings(log: DeltaLog, table: Table) -> bool:
 
 def truncate_log(wh: Warehouse, table: Table) -> None:
     """Checkpoint the log at a new commit and remove every log file before it. The new commits (a property set
-    and unset, which change no row) carry the table's latest note, so a derived table is not rebuilt whole."""
+    and unset, which change no row) carry the table's latest note, so a derived table is not rebuilt whole, and the
+    last version that changed rows before them, so the tables that follow it, which absorbed that one, skip the
+    versions cut (``ledger.first_unabsorbed``)."""
     log = DeltaLog(wh.storage, table)
-    note = next((n for _, n in log.notes(ledger.NOTE_HISTORY)), None)
+    changed = [v for v in log.versions() if log.commit_info(v).get("operation") not in ledger.NO_DATA_CHANGE]
+    quiet = {ledger.QUIET_SINCE: changed[-1] if changed else -1}  # the tables that follow it read nothing cut
+    note = next((n for _, n in log.notes(ledger.NOTE_HISTORY)), {}) | quiet
     wh.alter_properties(table, {CHECKPOINT_INTERVAL: "1"}, note)
     at = log.version()
     if log.last_checkpoint() != at:

@@ -13,6 +13,7 @@ one that commits has moved the note with its rows. With no note (a new table) or
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -57,6 +58,9 @@ FOLLOWS = (
 )
 
 ABSORBED = "absorbed"
+# Noted on the first commit an erasure keeps when it cuts a table's log (``forget.truncate_log``): the last version
+# that changed rows before it; a table that absorbed that version has nothing to read in the versions cut.
+QUIET_SINCE = "no_rows_changed_since"
 # How many of a table's latest commits are searched for its note; past them it is rebuilt whole.
 NOTE_HISTORY = 50
 
@@ -115,7 +119,7 @@ def behind(storage: Storage) -> list[Position]:
         at = _position(storage, table, source, versions[-1])
         if (
             at.absorbed is None
-            or (at.absorbed < versions[-1] and at.absorbed + 1 not in versions)  # log cleaned up: rebuild whole
+            or first_unabsorbed(log, versions, at.absorbed) is None  # log cleaned up: rebuild whole
             or any(log.commit_info(v).get("operation") not in NO_DATA_CHANGE for v in versions if v > at.absorbed)
         ):
             late.append(at)
@@ -176,9 +180,22 @@ def horizon(storage: Storage) -> date | None:
     return max((r.day for r in received(storage).values() if r.accepted + r.rejected), default=None)
 
 
+def first_unabsorbed(log: DeltaLog, versions: list[int], absorbed: int) -> int | None:
+    """The first version of the input a table at ``absorbed`` still has to read: the next one, or, when an
+    erasure cut the log after commits that changed no row (``QUIET_SINCE``, noted on the log's first commit), the
+    first one kept. None: the versions between are gone, their changes unknown."""
+    if absorbed >= versions[-1] or absorbed + 1 in versions:
+        return absorbed + 1
+    try:
+        quiet = json.loads(log.commit_info(versions[0]).get("userMetadata") or "{}").get(QUIET_SINCE)
+    except ValueError:
+        quiet = None
+    return versions[0] if quiet is not None and quiet <= absorbed < versions[0] else None
+
+
 def unabsorbed(wh: Warehouse, at: Position) -> DataFrame | None:
     """The input's rows changed since ``at.absorbed``, or None when its log no longer holds those versions
     (cleaned up after ``delta.logRetentionDuration``): then the table is rebuilt whole."""
-    if at.absorbed + 1 not in wh.log(at.source).versions():
-        return None
-    return wh.change_feed(at.source, at.absorbed + 1, at.latest)
+    log = wh.log(at.source)
+    first = first_unabsorbed(log, log.versions(), at.absorbed)
+    return None if first is None else wh.change_feed(at.source, first, at.latest)

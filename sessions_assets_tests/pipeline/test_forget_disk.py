@@ -70,7 +70,8 @@ def test_no_file_under_the_warehouse_holds_a_forgotten_id_or_payload(forgotten):
     assert any("_delta_log" in f for f, _ in before)  # quoted by the statistics of the files written first
     assert files_quoting(root / "warehouse", NEEDLES) == []
     assert_tables_match_oracle(wh, root, forgotten={OLGA})
-    assert set(step.metadata["forget"]["logs_truncated"]) == {t.name for t in PERSONAL}
+    # The tables that held rows written with statistics of strings (D1 had no reject: rejected_events held none).
+    assert set(step.metadata["forget"]["logs_truncated"]) == {t.name for t in PERSONAL} - {"rejected_events"}
 
 
 def test_statistics_are_kept_for_dates_times_and_numbers_only(forgotten):
@@ -78,7 +79,8 @@ def test_statistics_are_kept_for_dates_times_and_numbers_only(forgotten):
     for table in ALL:
         log = DeltaLog(wh.storage, table)
         assert log.metadata()["configuration"]["delta.dataSkippingStatsColumns"] == ",".join(table.stats_columns)
-        for version in log.versions()[-3:]:
+        restricted = [v for v in log.versions() if "dataSkippingStatsColumns" in json.dumps(log.commit_info(v))]
+        for version in (v for v in log.versions() if restricted and v > restricted[0]):  # written since
             text = (Path(log.path) / f"{version:020d}.json").read_text()
             for action in (json.loads(line) for line in text.splitlines()):
                 stats = json.loads(action.get("add", {}).get("stats") or "{}")

@@ -61,7 +61,7 @@ def _ingested(wh: Warehouse, at: ledger.Position) -> list[dict[str, str]]:
     """The ``operationMetrics`` of ``raw_events``' data commits since ``at.absorbed``: rows written and files
     removed, known without reading any data."""
     log = wh.log(RAW_EVENTS)
-    commits = (log.commit_info(v) for v in range(at.absorbed + 1, at.latest + 1))
+    commits = (log.commit_info(v) for v in log.versions() if at.absorbed < v <= at.latest)
     return [c.get("operationMetrics", {}) for c in commits if c.get("operation") not in ledger.NO_DATA_CHANGE]
 
 
