@@ -82,6 +82,32 @@ CHECKS = [
     snapshot_counts_every_user,
     users_one_row_per_person,
 ]
+# How many past executions of a check ``clear_check_records`` reads at a time.
+_HISTORY_PAGE = 1000
+
+
+def clear_check_records(instance: dg.DagsterInstance) -> int:
+    """Remove every record of the whole-table checks' past evaluations from a Dagster instance: samples written
+    before they stopped showing ids listed ``user_key`` rows. The runs that evaluated them are deleted (their event
+    logs hold the evaluations), then the checked assets' check history is wiped (which also clears their
+    materialization history in the UI; the tables are untouched, and the next runs record new ones). Returns the
+    runs deleted."""
+    runs = set()
+    for check in CHECKS:
+        for key in check.check_keys:
+            cursor = None
+            while True:
+                page = instance.event_log_storage.get_asset_check_execution_history(key, _HISTORY_PAGE, cursor)
+                runs.update(record.run_id for record in page)
+                if len(page) < _HISTORY_PAGE:
+                    break
+                cursor = page[-1].id
+    for run_id in sorted(runs):
+        instance.delete_run(run_id)
+    instance.wipe_assets(sorted({key.asset_key for check in CHECKS for key in check.check_keys}, key=str))
+    return len(runs)
+
+
 daily_checks = dg.ScheduleDefinition(
     name="daily_checks",
     job=dg.define_asset_job("checks_job", selection=dg.AssetSelection.checks(*CHECKS)),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -92,6 +93,14 @@ class DeltaLog:
         """The ``commitInfo`` of one version: ``operation``, ``operationMetrics``, ``userMetadata``, ..."""
         text = self.storage.fs.cat_file(f"{self.path}/{version:020d}.json").decode()
         return next((json.loads(line)["commitInfo"] for line in text.splitlines() if '"commitInfo"' in line), {})
+
+    def lost_files(self, version: int) -> list[str]:
+        """The files that version's commit added and that are not on disk (a purge with no retention removed them
+        while they were written, before their commit named them)."""
+        text = self.storage.fs.cat_file(f"{self.path}/{version:020d}.json").decode()
+        table = self.path.rsplit("/", 1)[0]
+        added = [json.loads(line)["add"]["path"] for line in text.splitlines() if line.startswith('{"add"')]
+        return [p for p in added if not self.storage.fs.exists(f"{table}/{urllib.parse.unquote(p)}")]
 
     def last_checkpoint(self) -> int | None:
         """The version of the latest checkpoint (``_last_checkpoint``), or None."""

@@ -21,10 +21,17 @@ from sessions_assets.engine import accept, devices, privacy
 from sessions_assets.engine.dedup import message_hash
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import journal
-from sessions_assets.warehouse.delta import Warehouse, on_days
+from sessions_assets.warehouse.delta import DeltaLog, Warehouse, on_days
 from sessions_assets.warehouse.spark import one_line
 from sessions_assets.warehouse.storage import LandingFile
-from sessions_assets.warehouse.tables import PARTITION_MAP, RAW_EVENTS, RECEIVED_DAYS, REJECTED_EVENTS, USER_AGENTS
+from sessions_assets.warehouse.tables import (
+    PARTITION_MAP,
+    RAW_EVENTS,
+    RECEIVED_DAYS,
+    REJECTED_EVENTS,
+    USER_AGENTS,
+    Table,
+)
 
 _GLOB = re.compile(r"([\[\]{}*?\\])")
 # Hadoop cannot address a file whose name holds ':'; such files are read from a copy with a plain name.
@@ -78,9 +85,10 @@ def _replace_days(
     commit per landing table.
 
     The suppression list is the journal of forget requests as read before judging; it is read again right before
-    the first commit and after the last. A request that came in between (its erasure may not have seen these rows,
-    or its purge may have removed files not yet committed) has the days judged and written again, and, when the
-    list grew, another purge requested for the files the first writes superseded."""
+    the first commit and after the last. A request that came in between (its erasure may not have seen these rows)
+    has the days judged and written again, and another purge requested for the files the first writes superseded.
+    Days whose commit names files an erasure's purge removed before the commit (they were not yet committed when it
+    vacuumed) are written again too."""
     days = sorted(fingerprints)
     day_of = {f.uri: day for day in days for f in files[day]}
     source_of = {f.uri: f.source_id for day in days for f in files[day]}
@@ -101,12 +109,12 @@ def _replace_days(
         done = _counted(judged, fingerprints, files)
         if journal.version(wh.storage) != listed.version:  # a request came while the lines were judged
             continue
-        _write(wh, judged, done, files, broken, day_of)
+        committed = _write(wh, judged, done, files, broken, day_of)
         now = journal.suppression(wh)
-        if now.version == listed.version:
-            return done
         if (now.users, now.devices) != (listed.users, listed.devices):
             journal.add(wh, hashed.get("key") or journal.load_key(settings), journal.PURGE)
+        elif not any(DeltaLog(wh.storage, table).lost_files(version) for table, version in committed):
+            return done
 
 
 def _judged(
@@ -173,8 +181,9 @@ def _write(
     files: dict[date, list[LandingFile]],
     broken: list,
     day_of: dict[str, date],
-) -> None:
-    """Replace the days in each landing table: the rows, the map, then the record of what was ingested."""
+) -> list[tuple[Table, int]]:
+    """Replace the days in each landing table: the rows, the map, then the record of what was ingested. Returns
+    each table and the version its commit made."""
     days = sorted(done)
     skipped = [(f, f.skip_reason, f.detail) for day in days for f in files[day] if f.skip_reason] + broken
     for f, reason, detail in skipped:
@@ -197,13 +206,15 @@ def _write(
     )
     where = on_days("received_date", days)
     before = wh.read(PARTITION_MAP).where(where).select("received_date", "event_date").collect()
+    committed = []  # (table, the version its write made, as far as this ingest knows)
     for table, rows in (
         (RAW_EVENTS, kept.where(F.col("reason").isNull())),
         (REJECTED_EVENTS, rejected),
         (PARTITION_MAP, mapping),
     ):
         wh.replace_where(table, rows, where)
-    raw_version = wh.version(RAW_EVENTS)
+        committed.append((table, wh.version(table)))
+    raw_version = committed[0][1]
     for day, ingested in done.items():
         mapped = {r.event_date for r in before if r.received_date == day}
         ingested.event_days = sorted(mapped | set(ingested.events_per_day))
@@ -227,6 +238,7 @@ def _write(
         RECEIVED_DAYS.schema,
     )
     wh.replace_where(RECEIVED_DAYS, record, where)
+    return [*committed, (RECEIVED_DAYS, wh.version(RECEIVED_DAYS))]
 
 
 def _source(file: LandingFile) -> dict[str, str]:

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from sessions_assets.cli.main import main
+from sessions_assets.defs import checks
+from sessions_assets.defs.checks import CHECKS
 from sessions_assets.engine import privacy
 from sessions_assets.warehouse import journal
 from sessions_assets.warehouse.delta import DeltaLog
@@ -97,22 +99,39 @@ def test_a_truncated_log_keeps_the_notes_so_the_next_refresh_is_incremental(forg
     assert_tables_match_oracle(wh, root, forgotten={OLGA})
 
 
-def test_dagster_records_name_no_one(forgotten):
+def evaluate_checks(runner) -> dict[str, list]:
+    job = runner.defs.resolve_job_def("checks_job")
+    result = job.execute_in_process(instance=runner.instance, resources=runner.resources)
+    return {e.check_name: e.metadata["sample"].value for e in result.get_asset_check_evaluations()}
+
+
+def records(instance) -> str:
+    """Everything the instance keeps of its runs and checks, as text."""
+    found = []
+    for record in instance.get_run_records():
+        found.append(json.dumps(record.dagster_run.run_config, default=str))
+        found += [str(e) for e in instance.all_logs(record.dagster_run.run_id)]
+    for check in CHECKS:
+        for key in check.check_keys:
+            found += [str(r.event) for r in instance.event_log_storage.get_asset_check_execution_history(key, 1000)]
+    return "\n".join(found)
+
+
+def test_dagster_records_name_no_one_and_older_check_samples_can_be_cleared(forgotten, monkeypatch):
     runner, root, wh, _, step = forgotten
-    instance = runner.instance
     # Make the checks fail, so their samples show rows: a person without a users row, misnumbered sessions.
     wh.spark.sql(f"DELETE FROM delta.`{wh.uri(USERS)}` WHERE user_key = 'zoe-8812'")
     wh.spark.sql(f"UPDATE delta.`{wh.uri(SESSIONS)}` SET session_number = 9 WHERE user_key = 'kim-3301'")
-    checks = runner.defs.resolve_job_def("checks_job").execute_in_process(instance=instance, resources=runner.resources)
-    samples = {e.check_name: e.metadata["sample"].value for e in checks.get_asset_check_evaluations()}
+    with monkeypatch.context() as older:  # samples as they were written before: user_key rows
+        older.setattr(checks, "IDENTIFYING", ())
+        older.setattr(privacy, "name_by_session", lambda rows, sessions: rows)
+        assert "kim-3301" in json.dumps(evaluate_checks(runner))
+    assert "kim-3301" in records(runner.instance)
+    assert checks.clear_check_records(runner.instance) == 1
+    samples = evaluate_checks(runner)
     assert samples["users_one_row_per_person"] and samples["sessions_numbered_in_order"]
-    shown = json.dumps(samples)
-    assert "a_session_id" in shown and "kim-3301" not in shown and "zoe-8812" not in shown
-    records = []
-    for record in instance.get_run_records():
-        records.append(json.dumps(record.dagster_run.run_config, default=str))
-        records += [str(e) for e in instance.all_logs(record.dagster_run.run_id)]
-    text = "\n".join(records)
+    assert "a_session_id" in json.dumps(samples) and "session_id" in json.dumps(samples)
+    text = records(runner.instance)
     assert all(needle not in text for needle in [OLGA, DEVICE, "kim-3301", "zoe-8812"])
     hashed = journal.read(wh)[0].user_hashes[0]
     assert hashed in text and privacy.is_hash(hashed)  # the forget run's config: the hash only
