@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from datetime import date, timedelta
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -74,6 +75,18 @@ class Settings(BaseModel):
         description="A channel rule table (JSON) to use instead of the shipped one, "
         "sessions_assets/engine/channel_rules.json: copy it, edit it, point this at the copy.",
     )
+    forget_key_file: str = Field(
+        "",
+        description="The deployment's key for hashing the ids of persons to forget (made at first use, readable by "
+        "its owner only; back it up): empty means forget.key in $DAGSTER_HOME, else in <data root>/dagster_home.",
+    )
+    forget_purge_hours: int = Field(
+        0,
+        ge=0,
+        le=24,
+        description="A forgotten person's rows leave the tables at once; the files that held them are removed from "
+        "disk in the same run (0), or by the first run this many hours after the oldest request waiting (at most 24).",
+    )
 
     @model_validator(mode="after")
     def _rules_hold(self) -> Settings:
@@ -100,6 +113,21 @@ class Settings(BaseModel):
                 for e in error.errors()
             )
             raise SettingsError(problems) from None
+
+    def instance_home(self) -> Path:
+        """``$DAGSTER_HOME``, or ``<data root>/dagster_home`` for a local data root: where the command line keeps
+        the Dagster instance, and the forget key lives beside it."""
+        home = os.environ.get("DAGSTER_HOME")
+        if not home:
+            root = self.data_root
+            if "://" in root and not root.startswith("file:"):
+                raise SettingsError(f"{root} is not a local path: set DAGSTER_HOME to where Dagster keeps its runs.")
+            home = str(Path(root.removeprefix("file:")) / "dagster_home")
+        return Path(home)
+
+    @property
+    def forget_key_path(self) -> Path:
+        return Path(self.forget_key_file) if self.forget_key_file else self.instance_home() / "forget.key"
 
     def storage(self):
         """The data root, its landing zone read in this layout."""

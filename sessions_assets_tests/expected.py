@@ -64,11 +64,12 @@ def expected_event(event: dict) -> dict:
 
 
 def assert_tables_match_oracle(
-    wh: Warehouse, root: Path, oracle: dict | None = None, landing: Storage | None = None
+    wh: Warehouse, root: Path, oracle: dict | None = None, landing: Storage | None = None, forgotten=frozenset()
 ) -> dict:
     """Every table equals what the oracle computes from all landing lines at once (those under ``root``); returns
-    the oracle. ``landing``: the data root whose landing folders were ingested, if not the warehouse's."""
-    oracle = oracle or reference.recompute(landing_lines(root))
+    the oracle. ``landing``: the data root whose landing folders were ingested, if not the warehouse's;
+    ``forgotten``: the userIds forgotten (the oracle leaves their lines out)."""
+    oracle = oracle or reference.recompute(landing_lines(root), forgotten=set(forgotten))
     assert rows(wh.read(RAW_EVENTS), ["message_id", "received_date", "source_id"]) == Counter(
         (e["message_id"], date.fromisoformat(e["received_date"]), e["source_id"]) for e in oracle["accepted"]
     )

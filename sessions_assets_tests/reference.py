@@ -19,7 +19,8 @@ The pieces, each usable on its own in tests::
     sessionize(events)                   -> sessions (30-minute gap, 24-hour cap), numbered, with attributes
     daily_snapshot(sessions, horizon)    -> the accumulating snapshot rows
     users(events, sessions)              -> one row per person
-    recompute({day: [lines]})            -> all of the above
+    forget({day: [lines]}, user_ids)     -> the landing zone without the forgotten persons' lines
+    recompute({day: [lines]})            -> all of the above (``forgotten``: from all lines but theirs)
 
 The one thing it does not work out itself is what kind of device a user agent is: for that it asks the
 same maintained library the pipeline uses (``device_detector``), as it asks ``datetime`` about calendars.
@@ -51,6 +52,7 @@ __all__ = [
     "users",
     "state_on",
     "daily_snapshot",
+    "forget",
     "recompute",
 ]
 
@@ -733,13 +735,66 @@ def users(events: list[dict], sessions: list[dict], settings: Settings = DEFAULT
 # --------------------------------------------------------------------------------------------------
 
 
-def recompute(lines_by_received_day: dict, settings: Settings = DEFAULTS) -> dict:
+# --------------------------------------------------------------------------------------------------
+# Forgetting a person
+# --------------------------------------------------------------------------------------------------
+
+
+def _ids(line: str) -> tuple[str | None, str | None] | None:
+    """A line's userId and anonymousId as the pipeline reads them, or None when it is not a JSON object (a line
+    that cannot be parsed names no one)."""
+    try:
+        message = json.loads(line, parse_constant=_no_constant, parse_float=_number, parse_int=_number)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or _has_lone_surrogate(message):
+        return None
+    return _present_string(message.get("userId")), _present_string(message.get("anonymousId"))
+
+
+def _lines_of(day) -> list[str]:
+    return [line for lines in (day.values() if isinstance(day, dict) else [day]) for line in lines]
+
+
+def forget(lines_by_received_day: dict, user_ids: set[str]) -> dict:
+    """The landing zone (``accept_landing``'s input) without the lines the contract forgets for ``user_ids``:
+    every line whose userId is one of them, and every line without a userId whose anonymousId was ever linked to
+    one: carried by any line (accepted or rejected, any copy, any day) together with that userId.
+
+    Decision: a link is any line carrying both ids, not only the kept copy of an accepted message: forgetting errs
+    towards forgetting. A received day left without lines is no received day (it holds no line, as the pipeline
+    counts days)."""
+    ids = [_ids(line) for day in lines_by_received_day.values() for line in _lines_of(day)]
+    linked = {device for found in ids if found for user, device in [found] if user in user_ids and device}
+
+    def kept(line: str) -> bool:
+        found = _ids(line)
+        if found is None:
+            return True
+        user, device = found
+        return user not in user_ids and not (user is None and device in linked)
+
+    remaining = {}
+    for received_date, day in lines_by_received_day.items():
+        if isinstance(day, dict):
+            left = {source: [x for x in lines if kept(x)] for source, lines in day.items()}
+            left = {source: lines for source, lines in left.items() if lines}
+        else:
+            left = [x for x in day if kept(x)]
+        if left:
+            remaining[received_date] = left
+    return remaining
+
+
+def recompute(lines_by_received_day: dict, settings: Settings = DEFAULTS, forgotten: set[str] = frozenset()) -> dict:
     """Every output from all landing lines at once (``accept_landing``'s input): what the incremental pipeline
-    must equal.
+    must equal. ``forgotten``: userIds the pipeline was asked to forget, whose lines are left out (``forget``).
 
     Keys: ``accepted`` and ``rejected`` (``accept_landing``), ``events`` (deduplicated), ``sessions``,
     ``snapshot`` (up to the horizon: the latest received day), ``users``.
     """
+    if forgotten:
+        lines_by_received_day = forget(lines_by_received_day, set(forgotten))
     accepted, rejected = accept_landing(lines_by_received_day, settings)
     events = dedupe(accepted)
     if settings.stitch_identities:

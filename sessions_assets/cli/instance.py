@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import fcntl
-import os
 from pathlib import Path
 
 
 def instance_home(data_root: str) -> Path:
-    """``$DAGSTER_HOME``, or ``<data root>/dagster_home`` for a local data root."""
-    home = os.environ.get("DAGSTER_HOME")
-    if not home:
-        if "://" in data_root and not data_root.startswith("file:"):
-            raise SystemExit(f"{data_root} is not a local path: set DAGSTER_HOME to where Dagster keeps its runs.")
-        home = str(Path(data_root.removeprefix("file:")) / "dagster_home")
-    return Path(home)
+    """``$DAGSTER_HOME``, or ``<data root>/dagster_home`` for a local data root (``Settings.instance_home``)."""
+    from sessions_assets.settings import Settings, SettingsError
+
+    try:
+        return Settings.model_construct(data_root=data_root).instance_home()
+    except SettingsError as error:
+        raise SystemExit(str(error)) from None
 
 
 def open_instance(data_root: str):

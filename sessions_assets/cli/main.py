@@ -6,6 +6,7 @@ keep the tables compact.
     sessions-assets status   --data-root DIR
     sessions-assets repair   --data-root DIR --from DAY [--to DAY] [--tables events,sessions,users,daily_snapshot]
     sessions-assets maintain --data-root DIR [--retain-hours H]
+    sessions-assets forget   --data-root DIR --user-id U [--user-id U2 ...] [--purge-landing] [--hash-only]
     sessions-assets fetch-jars [--to DIR]
     sessions-assets spark-server start|stop|status [--data-root DIR] [--host HOST] [--port PORT]
                                  [--new-token | --no-token]
@@ -55,7 +56,8 @@ def _ingest_lines(metadata: dict) -> list[str]:
     raw, rejected, mapped = metadata["raw_events"], metadata["rejected_events"], metadata["partition_map"]
     lines = [
         f"- {r['received_day']}: {r['lines']} lines, {r['accepted']} accepted, {r['rejected']} rejected, "
-        f"{r['event_days']} event day(s)"
+        + (f"{r['suppressed']} of forgotten persons suppressed, " if r.get("suppressed") else "")
+        + f"{r['event_days']} event day(s)"
         for r in (record.data for record in raw["per_received_day"].records)
     ]
     reasons = ", ".join(f"{n} {r}" for r, n in sorted(rejected["reasons"].items())) or "none"
@@ -81,6 +83,7 @@ def _refresh_line(metadata: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from sessions_assets.defs import planning
+    from sessions_assets.settings import Settings
 
     started = time.monotonic()
     storage = _storage(args)
@@ -88,14 +91,16 @@ def run(args: argparse.Namespace) -> int:
     for line in landing.describe_ignored():
         print(f"Skipped landing folder {line}")
     spans, refresh = planning.ranges(landing.due), planning.backlog(storage)
-    if not spans and refresh is None:
+    purge_hours = Settings.from_env(data_root=args.data_root).forget_purge_hours
+    if not spans and refresh is None and not planning.erasures(storage, purge_hours).due:
         print(f"Nothing to do: every received day under {storage.landing} is processed.")
         return 0
     from sessions_assets.cli.instance import open_instance
     from sessions_assets.cli.runner import RunFailed, Runner
     from sessions_assets.settings import Settings
 
-    print(f"{len(landing.due)} received day(s) to ingest and refresh in {len(spans) or 1} run(s)", flush=True)
+    if spans or refresh is not None:
+        print(f"{len(landing.due)} received day(s) to ingest and refresh in {len(spans) or 1} run(s)", flush=True)
     with open_instance(args.data_root) as instance:
         runner = Runner.on(instance, Settings.from_env(data_root=args.data_root))
         try:
@@ -103,9 +108,11 @@ def run(args: argparse.Namespace) -> int:
                 step = runner.ingest_and_refresh(first, last)
                 print("\n".join(_ingest_lines(step.metadata)), flush=True)
                 print(_refresh_line(step.metadata), flush=True)
-            if not spans:
+            if not spans and refresh is not None:
                 print(f"- {refresh.describe()}", flush=True)
                 print(_refresh_line(runner.refresh(refresh).metadata))
+            if planning.erasures(storage, purge_hours).due:
+                print(_forget_lines(runner.forget().metadata["forget"]), flush=True)
         except RunFailed as failure:
             print(f"sessions-assets: {failure}", file=sys.stderr)
             return 1
@@ -116,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
 def status(args: argparse.Namespace) -> int:
     from sessions_assets.cli.instance import open_instance
     from sessions_assets.defs import planning
+    from sessions_assets.settings import Settings
 
     storage = _storage(args)
     landing = planning.landing(storage)
@@ -137,6 +145,16 @@ def status(args: argparse.Namespace) -> int:
         attempts = history.refresh()
         if refresh and attempts.failures:
             print(f"  failing: {attempts.failures} failed refresh run(s); {attempts.error}")
+        erasures = planning.erasures(storage, Settings.from_env(data_root=args.data_root).forget_purge_hours)
+        undone = [*erasures.pending, *erasures.purging, *erasures.waiting]
+        print(f"forget requests not done: {len(undone) or 'none'}")
+        for r in undone:
+            what = f"{len(r.user_hashes)} user(s)" if r.user_hashes else "files superseded beside an erasure"
+            step = "rows still stored" if r.state == "pending" else "rows removed, files to purge"
+            print(f"  {r.request_id} ({r.reason}, {what}, taken {r.requested_at:%Y-%m-%d %H:%M} UTC): {step}")
+        attempts = history.forget()
+        if undone and attempts.failures:
+            print(f"  failing: {attempts.failures} failed erasure run(s); {attempts.error}")
     for line in landing.describe_ignored():
         print(f"skipped landing folder {line}")
     return 0
@@ -177,6 +195,60 @@ def maintain(args: argparse.Namespace) -> int:
             print(f"sessions-assets: {failure}", file=sys.stderr)
             return 1
     print("Compacted every table; vacuumed them unless a refresh was due (the run's log says which).")
+    return 0
+
+
+def _forget_lines(summary: dict) -> str:
+    removed = ", ".join(f"{table} {n}" for table, n in summary["rows_removed"].items()) or "none"
+    lines = [
+        f"- forget: {summary['requests_removed']} request(s) removed from the tables, {summary['requests_done']} "
+        f"done; rows removed or rewritten: {removed}",
+        f"  purged: {', '.join(summary['tables_purged']) or 'nothing'}"
+        + (
+            f"; {summary['requests_waiting_for_purge']} request(s) wait for their purge"
+            if summary["requests_waiting_for_purge"]
+            else ""
+        ),
+    ]
+    if "landing_files_holding_lines" in summary:
+        files = summary["landing_files_holding_lines"]
+        lines.append(f"  landing files holding {summary['landing_lines']} line(s) of forgotten persons: {len(files)}")
+        rewritten = set(summary["landing_files_rewritten"])
+        lines += [f"    {f}{' (rewritten without them)' if f in rewritten else ''}" for f in files]
+        lines += [f"    {f}: not rewritten (cannot be read whole)" for f in summary["landing_files_not_rewritten"]]
+        if files and not rewritten:
+            lines.append("  (--purge-landing rewrites them without those lines)")
+    return "\n".join(lines)
+
+
+def forget(args: argparse.Namespace) -> int:
+    from sessions_assets.cli.instance import open_instance
+    from sessions_assets.cli.runner import RunFailed, Runner
+    from sessions_assets.settings import Settings
+    from sessions_assets.warehouse import journal
+
+    settings = Settings.from_env(data_root=args.data_root)
+    storage = _storage(args, landing=False)
+    requests = journal.read_without_spark(storage)
+    try:
+        key = journal.load_key(settings, create=not requests)
+        journal.check_key(key, {r.key_id for r in requests})
+        hashes = journal.user_hashes(key, args.user_ids)
+    except journal.ForgetError as error:
+        raise SystemExit(f"sessions-assets: {error}") from None
+    if args.hash_only:
+        print("\n".join(hashes))
+        return 0
+    with open_instance(args.data_root) as instance:
+        runner = Runner.on(instance, settings)
+        try:
+            step = runner.forget(hashes, "rewrite" if args.purge_landing else "list")
+        except RunFailed as failure:
+            print(f"sessions-assets: {failure}", file=sys.stderr)
+            return 1
+    print(_forget_lines(step.metadata["forget"]))
+    if step.metadata["forget"].get("landing_files_rewritten"):
+        print("  their received days are ingested again by the next run (what they hold is what the tables hold)")
     return 0
 
 
@@ -265,6 +337,16 @@ def main(argv: list[str] | None = None) -> int:
     upkeep.add_argument("--data-root", **root)
     upkeep.add_argument("--retain-hours", type=int, help="keep files younger than this (default 168)")
     upkeep.set_defaults(func=maintain)
+    erase = sub.add_parser("forget", help="forget persons: their lines, rows and files, and their later lines")
+    erase.add_argument("--data-root", **root)
+    erase.add_argument("--user-id", dest="user_ids", action="append", required=True, help="a userId (repeatable)")
+    erase.add_argument(
+        "--purge-landing", action="store_true", help="also rewrite the landing files holding their lines without them"
+    )
+    erase.add_argument(
+        "--hash-only", action="store_true", help="print each userId's keyed hash (for forget_job's run config) and stop"
+    )
+    erase.set_defaults(func=forget)
     fetch = sub.add_parser("fetch-jars", help="put Delta's jars (and SPARK_PACKAGES') on disk for every Spark start")
     fetch.add_argument("--to", help="the folder (default: SPARK_JARS_DIR, else share/sessions-assets/jars in the venv)")
     fetch.set_defaults(func=fetch_jars)

@@ -13,6 +13,7 @@ import dagster as dg
 
 from sessions_assets import definitions
 from sessions_assets.defs import planning
+from sessions_assets.defs.jobs import FORGET_JOB
 from sessions_assets.defs.resources import resources
 from sessions_assets.settings import Settings
 
@@ -62,6 +63,8 @@ class Runner:
             metadata[materialization.asset_key.to_user_string()] = {
                 k: v.value for k, v in materialization.metadata.items()
             }
+        if job == FORGET_JOB:
+            metadata["forget"] = result.output_for_node("forget_persons")
         return Step(result.run_id, metadata)
 
     def ingest(self, first: date, last: date | None = None) -> Step:
@@ -87,15 +90,25 @@ class Runner:
         config = {} if retain_hours is None else {"retain_hours": retain_hours}
         return self._execute("table_maintenance", {}, {"ops": {"compact_and_vacuum": {"config": config}}})
 
+    def forget(self, user_hashes: list[str] | tuple = (), landing: str = "skip") -> Step:
+        """Take a request to forget the users of ``user_hashes`` (keyed hashes), then resume every request not done
+        (``defs/forget.py``); ``landing``: ``list`` or ``rewrite`` the landing files holding their lines."""
+        config = {"user_hashes": list(user_hashes), "landing": landing}
+        return self._execute(FORGET_JOB, {}, {"ops": {"forget_persons": {"config": config}}})
+
     def process(self) -> tuple[list[Step], Step | None]:
         """What the sensors would do now: one ``process_job`` run per range of due received days, or a
-        refresh alone when only that is due. Returns the runs, and the last one if it refreshed."""
+        refresh alone when only that is due, then an erasure if a forget request is not done. Returns the runs,
+        and the last one that refreshed."""
         due = planning.landing(self.storage).due
         steps = [self.ingest_and_refresh(first, last) for first, last in planning.ranges(due)]
         if not steps:
             refresh = planning.backlog(self.storage)
             steps = [self.refresh(refresh)] if refresh is not None else []
-        return steps, steps[-1] if steps else None
+        refreshed = steps[-1] if steps else None
+        if planning.erasures(self.storage, self.resources["pipeline"].forget_purge_hours).due:
+            steps.append(self.forget())
+        return steps, refreshed
 
 
 def _partitions(first: date, last: date | None) -> dict:

@@ -33,5 +33,8 @@ process_job = dg.define_asset_job(
     description="Ingest received days, then refresh what they touched: one run, one Spark start.",
     tags=TAKES_TURNS,
 )
-# Which jobs ingest and which refresh, for reading the run history (``planning.py``).
+# The erasure's job (``forget.py``): it takes turns with the refreshes too.
+FORGET_JOB = "forget_job"
+# Which jobs ingest, refresh and forget, for reading the run history (``planning.py``).
 INGESTING, REFRESHING = {ingest_job.name, process_job.name}, {refresh_job.name, process_job.name}
+FORGETTING = {FORGET_JOB}

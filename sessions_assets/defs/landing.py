@@ -31,6 +31,7 @@ def _per_day(done) -> dg.MetadataValue:
                 "lines": d.lines,
                 "accepted": d.accepted,
                 "rejected": d.rejected,
+                "suppressed": d.suppressed,
                 "event_days": len(d.event_days),
                 "fingerprint": d.fingerprint,
             }
@@ -46,11 +47,19 @@ def _per_source(files: list[dict]) -> dict[str, dg.MetadataValue]:
         if f.get("source") is not None:
             row = sources.setdefault(
                 f["source"],
-                {"source_id": f["source"], "files": 0, "files_not_read": 0, "lines": 0, "accepted": 0, "rejected": 0},
+                {
+                    "source_id": f["source"],
+                    "files": 0,
+                    "files_not_read": 0,
+                    "lines": 0,
+                    "accepted": 0,
+                    "rejected": 0,
+                    "suppressed": 0,
+                },
             )
             row["files"] += 1
             row["files_not_read"] += 1 if f.get("skipped") else 0
-            for key in ("lines", "accepted", "rejected"):
+            for key in ("lines", "accepted", "rejected", "suppressed"):
                 row[key] += f.get(key, 0)
     return {"per_source": table([sources[s] for s in sorted(sources)])} if sources else {}
 
@@ -88,6 +97,8 @@ def ingest(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeli
         metadata={
             "lines": sum(d.lines for d in done.values()),
             "accepted": sum(d.accepted for d in done.values()),
+            # Lines of forgotten persons, dropped: counted here, never stored (their payloads neither).
+            "suppressed": sum(d.suppressed for d in done.values()),
             "files": dg.MetadataValue.json(files),
             **_per_source(files),
             **per_day,

@@ -23,9 +23,9 @@ from datetime import date, timedelta
 
 import dagster as dg
 
-from sessions_assets.defs.jobs import INGESTING, REFRESHING
+from sessions_assets.defs.jobs import FORGETTING, INGESTING, REFRESHING
 from sessions_assets.defs.partitions import RANGE_END, RANGE_START, bounds
-from sessions_assets.warehouse import ledger
+from sessions_assets.warehouse import journal, ledger
 from sessions_assets.warehouse.delta import DeltaLog
 from sessions_assets.warehouse.storage import LandingFolder, Storage
 from sessions_assets.warehouse.tables import RECEIVED_DAYS
@@ -125,6 +125,9 @@ class History:
 
     def refresh(self) -> Attempts:
         return self._attempts(_refreshes)
+
+    def forget(self) -> Attempts:
+        return self._attempts(lambda run: run.job_name in FORGETTING)
 
     def ingesting(self) -> bool:
         return any(run.status in IN_FLIGHT and _ingests(run) for run, _ in self.runs)
@@ -323,3 +326,47 @@ def backlog(storage: Storage) -> Backlog | None:
     event_days = tuple(sorted({d for r in fresh for d in r.event_days}))
     inputs = ",".join(f"{at.source.name}@{at.latest}" for at in late)
     return Backlog(tuple(sorted(r.day for r in fresh)), event_days, latest, inputs)
+
+
+@dataclass(frozen=True)
+class Erasures:
+    """The forget requests not done: those whose rows are still stored, and those whose files wait for a purge."""
+
+    pending: tuple[journal.Request, ...]
+    purging: tuple[journal.Request, ...]  # removed from the tables, the purge due now
+    waiting: tuple[journal.Request, ...]  # removed from the tables, the purge due later (``forget_purge_hours``)
+    version: int | None  # the journal's: part of the run key
+
+    @property
+    def due(self) -> bool:
+        return bool(self.pending or self.purging)
+
+    def run_key(self, attempts: Attempts) -> str:
+        return f"forget:{self.version}:{attempts.failed_run or '-'}"
+
+    def describe(self) -> str:
+        return (
+            f"{len(self.pending)} forget request(s) to remove, {len(self.purging)} to purge now, "
+            f"{len(self.waiting)} waiting for their purge"
+        )
+
+
+def erasures(storage: Storage, purge_hours: int, now: float | None = None) -> Erasures:
+    """The journal's requests not done (read with delta-rs, no Spark)."""
+    now = time.time() if now is None else now
+    requests = journal.read_without_spark(storage)
+    removed = [r for r in requests if r.state == journal.REMOVED]
+    oldest = min((_epoch(r.updated_at or r.requested_at) for r in removed), default=None)
+    due_now = oldest is not None and (not purge_hours or now - oldest >= purge_hours * 3600)
+    return Erasures(
+        tuple(r for r in requests if r.state == journal.PENDING),
+        tuple(removed if due_now else ()),
+        tuple(() if due_now else removed),
+        journal.version(storage),
+    )
+
+
+def _epoch(moment) -> float:
+    from datetime import UTC
+
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()

@@ -111,7 +111,10 @@ def parse(lines: DataFrame) -> DataFrame:
     parsed = lines.select("payload", "source_file", wrapped.alias("_json"), digest.alias("_md5"))
     is_object = (F.size("_json") == 2) & (F.variant_get(F.col("_json")[1], "$", "string") == F.col("_md5"))
     is_object = F.coalesce(is_object & F.schema_of_variant(F.col("_json")[0]).startswith("OBJECT"), F.lit(False))
-    values = parsed.select("payload", "source_file", (~is_object).alias("malformed"), F.col("_json")[0].alias("_m"))
+    judged = parsed.select("payload", "source_file", is_object.alias("_object"), F.col("_json")[0].alias("_first"))
+    # A line that is not one JSON object names no field: not even its ids (it is attributable to no one).
+    first = F.when(F.col("_object"), F.col("_first"))
+    values = judged.select("payload", "source_file", (~F.col("_object")).alias("malformed"), first.alias("_m"))
     values = values.select(
         "payload",
         "source_file",

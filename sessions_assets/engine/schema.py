@@ -16,11 +16,13 @@ _TYPES = {
     "double": T.DoubleType(),
     "int": T.IntegerType(),
     "array<date>": T.ArrayType(T.DateType()),
+    "array<string>": T.ArrayType(T.StringType()),
+    "map<string,long>": T.MapType(T.StringType(), T.LongType()),
     "decimal(38,6)": T.DecimalType(38, 6),  # money: revenue
 }
 
 
 def schema(ddl: str) -> T.StructType:
     """``"name type, ..."`` -> a StructType (every column nullable)."""
-    columns = re.split(r",(?![^(]*\))", ddl)  # not the comma inside decimal(38,6)
+    columns = re.split(r",(?![^(<]*[)>])", ddl)  # not the comma inside decimal(38,6) or map<k,v>
     return T.StructType([T.StructField(n, _TYPES[t]) for n, t in (c.split() for c in columns)])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -23,6 +24,9 @@ from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import Table
 
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+# Delta refuses a VACUUM that keeps less than a week unless told to: an erasure purges with no retention.
+RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 TXN_APP_ID, TXN_VERSION = "spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion"
 # How another process's creation of the same table shows in ours, and how long to wait for its commit.
 _CREATION_RACE = ("DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", "DELTA_TABLE_NOT_FOUND", "DELTA_PATH_EXISTS")
@@ -90,6 +94,48 @@ class DeltaLog:
         text = self.storage.fs.cat_file(f"{self.path}/{version:020d}.json").decode()
         return next((json.loads(line)["commitInfo"] for line in text.splitlines() if '"commitInfo"' in line), {})
 
+    def lost_files(self, version: int) -> list[str]:
+        """The files that version's commit added and that are not on disk (a purge with no retention removed them
+        while they were written, before their commit named them)."""
+        text = self.storage.fs.cat_file(f"{self.path}/{version:020d}.json").decode()
+        table = self.path.rsplit("/", 1)[0]
+        added = [json.loads(line)["add"]["path"] for line in text.splitlines() if line.startswith('{"add"')]
+        return [p for p in added if not self.storage.fs.exists(f"{table}/{urllib.parse.unquote(p)}")]
+
+    def last_checkpoint(self) -> int | None:
+        """The version of the latest checkpoint (``_last_checkpoint``), or None."""
+        try:
+            return int(json.loads(self.storage.fs.cat_file(f"{self.path}/_last_checkpoint"))["version"])
+        except (FileNotFoundError, KeyError, ValueError):
+            return None
+
+    def checkpoint_files(self, version: int) -> list[str]:
+        """The files of the checkpoint at ``version`` (one, or its parts)."""
+        return sorted(self.storage.fs.glob(f"{self.path}/{version:020d}.checkpoint*.parquet"))
+
+    def metadata(self) -> dict:
+        """The table's latest ``metaData`` action (its schema, partitioning and ``configuration``): from the commits
+        after the latest checkpoint, newest first, else from the checkpoint."""
+        checkpoint = self.last_checkpoint()
+        for version in reversed(self.versions()):
+            if checkpoint is not None and version <= checkpoint:
+                break
+            for line in self.storage.fs.cat_file(f"{self.path}/{version:020d}.json").decode().splitlines():
+                if '"metaData"' in line:
+                    return json.loads(line)["metaData"]
+        if checkpoint is None:
+            return {}
+        import pyarrow.parquet as pq
+
+        for file in self.checkpoint_files(checkpoint):
+            with self.storage.fs.open(file, "rb") as f:
+                found = [m for m in pq.ParquetFile(f).read(["metaData"], use_threads=False)[0].to_pylist() if m]
+            if found:
+                meta = found[0]
+                configuration = meta.get("configuration") or {}
+                return {**meta, "configuration": dict(configuration)}
+        return {}
+
     def notes(self, limit: int) -> Iterator[tuple[int, dict]]:
         """The notes of the latest ``limit`` commits, newest first (commits without one left out)."""
         for version in reversed(self.versions()[-limit:]):
@@ -134,7 +180,31 @@ class Warehouse:
                 self._create(table)
             else:
                 self._add_columns(table)
+                self._set_properties(table)
             self._ready.add(table.name)
+
+    def _set_properties(self, table: Table) -> None:
+        """A table stored before its spec gained a property (the statistics it keeps) is given it: a commit that
+        changes no row (``SET TBLPROPERTIES``). Files written before keep the statistics they were written with
+        until rewritten; an erasure deals with them (``forget.py``)."""
+
+        def missing() -> dict[str, str]:
+            stored = DeltaLog(self.storage, table).metadata().get("configuration", {})
+            return {k: v for k, v in table.table_properties.items() if stored.get(k) != v}
+
+        wanted = missing()
+        if wanted:
+            try:
+                self.alter_properties(table, wanted)
+            except Exception:  # another run may have set them first
+                if missing():
+                    raise
+
+    def alter_properties(self, table: Table, properties: dict[str, str], note: dict | None = None) -> None:
+        """``ALTER TABLE ... SET TBLPROPERTIES``: one commit, with ``note`` as its ``userMetadata`` if given."""
+        listed = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
+        with self._session_commit(Commit(note)):
+            self.spark.sql(f"ALTER TABLE delta.`{self.uri(table)}` SET TBLPROPERTIES ({listed})")
 
     def _add_columns(self, table: Table) -> None:
         """Schema evolution: a column of the spec that the stored table lacks is added (null in the rows
@@ -162,8 +232,8 @@ class Warehouse:
         ddl = f"CREATE TABLE IF NOT EXISTS delta.`{self.uri(table)}` ({', '.join(columns)}) USING delta"
         if table.partition:
             ddl += f" PARTITIONED BY (`{table.partition_column}`)"
-        if table.properties:
-            properties = ", ".join(f"'{k}' = '{v}'" for k, v in table.properties)
+        if table.table_properties:
+            properties = ", ".join(f"'{k}' = '{v}'" for k, v in table.table_properties.items())
             ddl += f" TBLPROPERTIES ({properties})"
         self._clear_unfinished(table)
         try:
@@ -227,19 +297,41 @@ class Warehouse:
         log = self.log(table)
         return log.commit_info(log.version()).get("operationMetrics", {})
 
-    def vacuum(self, table: Table, retain_hours: int) -> None:
+    def unset_properties(self, table: Table, names: list[str], note: dict | None = None) -> None:
+        """``ALTER TABLE ... UNSET TBLPROPERTIES``: one commit, with ``note`` as its ``userMetadata`` if given."""
+        listed = ", ".join(f"'{n}'" for n in names)
+        with self._session_commit(Commit(note)):
+            self.spark.sql(f"ALTER TABLE delta.`{self.uri(table)}` UNSET TBLPROPERTIES IF EXISTS ({listed})")
+
+    def vacuum(self, table: Table, retain_hours: int, full: bool = False) -> None:
         """Delete the files no version younger than ``retain_hours`` reads (change-feed files included).
 
         ``LITE`` finds them in the log instead of listing every file (seconds instead of ~20 s a table here);
-        Delta refuses it when the log no longer reaches back to the last full vacuum, and then it is ``FULL``."""
+        Delta refuses it when the log no longer reaches back to the last full vacuum, and then it is ``FULL``.
+        ``full``: list every file (also those no commit ever named, a killed write's). Under Delta's week, for
+        this statement only, Delta is told that keeping less is meant (an erasure's purge)."""
         self._ensure(table)
-        for mode in ("LITE", "FULL"):
-            try:
-                self.spark.sql(f"VACUUM delta.`{self.uri(table)}` RETAIN {int(retain_hours)} HOURS {mode}").collect()
-                return
-            except Exception as error:
-                if mode == "FULL" or "VACUUM_LITE" not in str(error)[:2000]:
-                    raise
+        # Its listing runs as many tasks as this says (Spark's default: 10,000): as many as the session's shuffles
+        # here, where it took 40 s a small table with the default and 3 s so.
+        settings = {LISTING_PARALLELISM: self.spark.conf.get("spark.sql.shuffle.partitions", "200")}
+        if retain_hours < 168:
+            settings[RETENTION_CHECK] = "false"
+        with self._session_settings(settings):
+            for mode in ("FULL",) if full else ("LITE", "FULL"):
+                try:
+                    self.spark.sql(
+                        f"VACUUM delta.`{self.uri(table)}` RETAIN {int(retain_hours)} HOURS {mode}"
+                    ).collect()
+                    return
+                except Exception as error:
+                    if mode == "FULL" or "VACUUM_LITE" not in str(error)[:2000]:
+                        raise
+
+    def purge_deleted_rows(self, table: Table) -> None:
+        """Rewrite the files whose deletion vectors mark deleted rows without them (``REORG ... APPLY (PURGE)``): a
+        commit that changes no row, after which the rows are only in files no version reads."""
+        self._ensure(table)
+        self.spark.sql(f"REORG TABLE delta.`{self.uri(table)}` APPLY (PURGE)")
 
     # --- writing ------------------------------------------------------------------------------------
 

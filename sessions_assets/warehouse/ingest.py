@@ -1,7 +1,7 @@
 """Received days' landing files -> ``raw_events``, ``rejected_events``, ``partition_map`` and ``received_days``.
 
-Every line of every file is accounted for: accepted, rejected with its reason, or, when its file cannot
-be read, counted in a rejects row that names the file and the error (a truncated gzip keeps the lines
+Every line of every file is accounted for: accepted, rejected with its reason, suppressed (a forgotten person's:
+counted, never stored), or, when its file cannot be read, counted in a rejects row that names the file and the error (a truncated gzip keeps the lines
 read before the break). Files with names Spark will not read (hidden, or another suffix) get a rejects
 row too, so nothing in the landing zone disappears silently, and one bad file never stops the others.
 """
@@ -17,13 +17,21 @@ from datetime import UTC, date, datetime
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sessions_assets.engine import accept, devices
+from sessions_assets.engine import accept, devices, privacy
 from sessions_assets.engine.dedup import message_hash
 from sessions_assets.settings import Settings
-from sessions_assets.warehouse.delta import Warehouse, on_days
+from sessions_assets.warehouse import journal
+from sessions_assets.warehouse.delta import DeltaLog, Warehouse, on_days
 from sessions_assets.warehouse.spark import one_line
 from sessions_assets.warehouse.storage import LandingFile
-from sessions_assets.warehouse.tables import PARTITION_MAP, RAW_EVENTS, RECEIVED_DAYS, REJECTED_EVENTS, USER_AGENTS
+from sessions_assets.warehouse.tables import (
+    PARTITION_MAP,
+    RAW_EVENTS,
+    RECEIVED_DAYS,
+    REJECTED_EVENTS,
+    USER_AGENTS,
+    Table,
+)
 
 _GLOB = re.compile(r"([\[\]{}*?\\])")
 # Hadoop cannot address a file whose name holds ':'; such files are read from a copy with a plain name.
@@ -43,8 +51,9 @@ class IngestedDay:
     # Event days this ingest may have changed: those it maps now and those an earlier ingest of the same
     # received day mapped (a re-ingest without an event day must still correct that day).
     event_days: list[date] = field(default_factory=list)
-    # file URI -> its source (in Segment's layout only), lines, accepted, rejected, or why it was not read
+    # file URI -> its source (in Segment's layout only), lines, accepted, rejected, suppressed, or why it was not read
     files: dict[str, dict] = field(default_factory=dict)
+    suppressed: int = 0  # lines of forgotten persons, dropped: neither accepted nor rejected, never stored
 
     @property
     def rejected(self) -> int:
@@ -55,7 +64,7 @@ def ingest_days(wh: Warehouse, settings: Settings, fingerprints: dict[date, str]
     """Parse the files of the received days (fingerprint taken before the read) in one read, and replace those
     days in each landing table in one commit: the map after the rows, the record of what was ingested last."""
     files = {day: wh.storage.landing_files(day) for day in sorted(fingerprints)}
-    lines, count, broken, staged = _read_lines(wh, [f for day in files for f in files[day] if f.skip_reason is None])
+    lines, count, broken, staged = read_lines(wh, [f for day in files for f in files[day] if f.skip_reason is None])
     try:
         with wh.compiled(count):
             return _replace_days(wh, settings, fingerprints, files, lines, broken)
@@ -72,7 +81,14 @@ def _replace_days(
     lines: DataFrame,
     broken: list,
 ) -> dict[date, IngestedDay]:
-    """The lines judged, counted per received day and file, and written: one commit per landing table."""
+    """The lines judged, the forgotten persons' dropped, counted per received day and file, and written: one
+    commit per landing table.
+
+    The suppression list is the journal of forget requests as read before judging; it is read again right before
+    the first commit and after the last. A request that came in between (its erasure may not have seen these rows)
+    has the days judged and written again, and another purge requested for the files the first writes superseded.
+    Days whose commit names files an erasure's purge removed before the commit (they were not yet committed when it
+    vacuumed) are written again too."""
     days = sorted(fingerprints)
     day_of = {f.uri: day for day in days for f in files[day]}
     source_of = {f.uri: f.source_id for day in days for f in files[day]}
@@ -86,25 +102,89 @@ def _replace_days(
         .withColumns({"message_hash": message_hash(F.col("message_id")), "detail": F.lit(None)})
         .localCheckpoint()
     )
+    hashed: dict[str, object] = {}  # the key and the lines with their ids hashed, once a request is stored
+    while True:
+        listed = journal.suppression(wh)
+        judged, listed = _judged(wh, settings, classified, listed, hashed)
+        done = _counted(judged, fingerprints, files)
+        if journal.version(wh.storage) != listed.version:  # a request came while the lines were judged
+            continue
+        committed = _write(wh, judged, done, files, broken, day_of)
+        now = journal.suppression(wh)
+        if (now.users, now.devices) != (listed.users, listed.devices):
+            journal.add(wh, hashed.get("key") or journal.load_key(settings), journal.PURGE)
+        elif not any(DeltaLog(wh.storage, table).lost_files(version) for table, version in committed):
+            return done
+
+
+def _judged(
+    wh: Warehouse, settings: Settings, classified: DataFrame, listed: journal.Suppression, hashed: dict
+) -> tuple[DataFrame, journal.Suppression]:
+    """The lines with ``suppressed``: those of the persons the journal forgets. A forgotten user's line carrying
+    an anonymous id not yet forgotten links it: it is stored as a ``link`` request (whose erasure removes that
+    device's lines already stored) before this ingest drops its lines too."""
+    if not listed:
+        return classified.withColumn("suppressed", F.lit(False)), listed
+    if "lines" not in hashed:
+        key = journal.load_key(settings)
+        journal.check_key(key, listed.key_ids)
+        hashed.update(key=key, lines=privacy.with_hashes(classified, key).localCheckpoint())
+    lines = hashed["lines"]
+    users, devices = listed.frames(wh)
+    new: dict[str, set[str]] = {}
+    for row in privacy.links(lines, users).collect():
+        if row.hash not in listed.devices:
+            new.setdefault(row.user_hash, set()).add(row.hash)
+    if new:
+        journal.add(wh, hashed["key"], journal.LINK, new)
+        listed = journal.suppression(wh)
+        users, devices = listed.frames(wh)
+    return privacy.mark(lines, users, devices, "suppressed"), listed
+
+
+def _counted(
+    judged: DataFrame, fingerprints: dict[date, str], files: dict[date, list[LandingFile]]
+) -> dict[date, IngestedDay]:
+    """Every count the run reports, in one query: per received day, file, reason and event day."""
+    days = sorted(fingerprints)
     done = {
         day: IngestedDay(
             fingerprints[day],
             files={
-                f.uri: {**_source(f), "lines": 0, "accepted": 0, "rejected": 0} for f in files[day] if not f.skip_reason
+                f.uri: {**_source(f), "lines": 0, "accepted": 0, "rejected": 0, "suppressed": 0}
+                for f in files[day]
+                if not f.skip_reason
             },
         )
         for day in days
     }
-    # Every count the run reports, in one query: per received day, file, reason and event day.
-    for row in classified.groupBy("received_date", "source_file", "reason", "event_date").count().collect():
+    for row in judged.groupBy("received_date", "source_file", "reason", "event_date", "suppressed").count().collect():
         ingested = done[row.received_date]
         counts = ingested.files[row.source_file]
         counts["lines"] += row["count"]
+        if row.suppressed:  # neither accepted nor rejected: never stored
+            counts["suppressed"] += row["count"]
+            ingested.suppressed += row["count"]
+            continue
         counts["accepted" if row.reason is None else "rejected"] += row["count"]
         if row.reason is None:
             ingested.events_per_day[row.event_date] = ingested.events_per_day.get(row.event_date, 0) + row["count"]
         else:
             ingested.reasons[row.reason] = ingested.reasons.get(row.reason, 0) + row["count"]
+    return done
+
+
+def _write(
+    wh: Warehouse,
+    judged: DataFrame,
+    done: dict[date, IngestedDay],
+    files: dict[date, list[LandingFile]],
+    broken: list,
+    day_of: dict[str, date],
+) -> list[tuple[Table, int]]:
+    """Replace the days in each landing table: the rows, the map, then the record of what was ingested. Returns
+    each table and the version its commit made."""
+    days = sorted(done)
     skipped = [(f, f.skip_reason, f.detail) for day in days for f in files[day] if f.skip_reason] + broken
     for f, reason, detail in skipped:
         ingested = done[day_of[f.uri]]
@@ -119,33 +199,46 @@ def _replace_days(
         [(None, reason, detail, f.source_id, f.uri, day_of[f.uri]) for f, reason, detail in skipped],
         REJECTED_EVENTS.schema,
     )
-    rejected = classified.where(F.col("reason").isNotNull()).select(*REJECTED_EVENTS.columns).unionByName(file_rows)
+    kept = judged.where(~F.col("suppressed"))
+    rejected = kept.where(F.col("reason").isNotNull()).select(*REJECTED_EVENTS.columns).unionByName(file_rows)
     mapping = wh.spark.createDataFrame(
         [(day, d, n) for day in days for d, n in done[day].events_per_day.items()], PARTITION_MAP.schema
     )
     where = on_days("received_date", days)
     before = wh.read(PARTITION_MAP).where(where).select("received_date", "event_date").collect()
+    committed = []  # (table, the version its write made, as far as this ingest knows)
     for table, rows in (
-        (RAW_EVENTS, classified.where(F.col("reason").isNull())),
+        (RAW_EVENTS, kept.where(F.col("reason").isNull())),
         (REJECTED_EVENTS, rejected),
         (PARTITION_MAP, mapping),
     ):
         wh.replace_where(table, rows, where)
-    raw_version = wh.version(RAW_EVENTS)
+        committed.append((table, wh.version(table)))
+    raw_version = committed[0][1]
     for day, ingested in done.items():
         mapped = {r.event_date for r in before if r.received_date == day}
         ingested.event_days = sorted(mapped | set(ingested.events_per_day))
         ingested.accepted = sum(ingested.events_per_day.values())
         ingested.lines = sum(f.get("lines", 0) for f in ingested.files.values())
+    # The lines a day holds: those stored, accepted or rejected (a forgotten person's are not counted).
     record = wh.spark.createDataFrame(
         [
-            (day, d.fingerprint, d.lines, d.accepted, d.rejected, d.event_days, raw_version, datetime.now(UTC))
+            (
+                day,
+                d.fingerprint,
+                d.lines - d.suppressed,
+                d.accepted,
+                d.rejected,
+                d.event_days,
+                raw_version,
+                datetime.now(UTC),
+            )
             for day, d in done.items()
         ],
         RECEIVED_DAYS.schema,
     )
     wh.replace_where(RECEIVED_DAYS, record, where)
-    return done
+    return [*committed, (RECEIVED_DAYS, wh.version(RECEIVED_DAYS))]
 
 
 def _source(file: LandingFile) -> dict[str, str]:
@@ -153,7 +246,7 @@ def _source(file: LandingFile) -> dict[str, str]:
     return {"source": file.source_id} if file.source_id else {}
 
 
-def _read_lines(wh: Warehouse, files: list[LandingFile]) -> tuple[DataFrame, int, list, list[str]]:
+def read_lines(wh: Warehouse, files: list[LandingFile]) -> tuple[DataFrame, int, list, list[str]]:
     """One row per line (``payload``, ``source_file`` = the file's URI), how many, the files that could not be
     read whole (file, reason, detail), and the staging folders to remove afterwards."""
     spark, paths, staged = wh.spark, {}, []

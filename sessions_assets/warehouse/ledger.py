@@ -13,6 +13,7 @@ one that commits has moved the note with its rows. With no note (a new table) or
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -32,8 +33,17 @@ from sessions_assets.warehouse.tables import (
     Table,
 )
 
-# Commits that change no row: compaction, the two marks a VACUUM leaves in the log, and a column added.
-NO_DATA_CHANGE = ("OPTIMIZE", "VACUUM START", "VACUUM END", "ADD COLUMNS")
+# Commits that change no row: compaction, the two marks a VACUUM leaves in the log, a column or a property added,
+# and the rewrite of files whose deleted rows an erasure purges.
+NO_DATA_CHANGE = (
+    "OPTIMIZE",
+    "VACUUM START",
+    "VACUUM END",
+    "ADD COLUMNS",
+    "SET TBLPROPERTIES",
+    "UNSET TBLPROPERTIES",
+    "REORG",
+)
 # Each derived table and the inputs it absorbs, in refresh order (``daily_snapshot`` notes the ``lifecycle``
 # totals it was summed from, and the ``received_days`` version whose horizon it was summed up to).
 FOLLOWS = (
@@ -48,6 +58,9 @@ FOLLOWS = (
 )
 
 ABSORBED = "absorbed"
+# Noted on the first commit an erasure keeps when it cuts a table's log (``forget.truncate_log``): the last version
+# that changed rows before it; a table that absorbed that version has nothing to read in the versions cut.
+QUIET_SINCE = "no_rows_changed_since"
 # How many of a table's latest commits are searched for its note; past them it is rebuilt whole.
 NOTE_HISTORY = 50
 
@@ -106,7 +119,7 @@ def behind(storage: Storage) -> list[Position]:
         at = _position(storage, table, source, versions[-1])
         if (
             at.absorbed is None
-            or (at.absorbed < versions[-1] and at.absorbed + 1 not in versions)  # log cleaned up: rebuild whole
+            or first_unabsorbed(log, versions, at.absorbed) is None  # log cleaned up: rebuild whole
             or any(log.commit_info(v).get("operation") not in NO_DATA_CHANGE for v in versions if v > at.absorbed)
         ):
             late.append(at)
@@ -126,14 +139,14 @@ class Received:
     raw_version: int
 
 
-def received(storage: Storage) -> dict[date, Received]:
-    """Every received day ingested, as recorded beside the rows (read with delta-rs: no Spark)."""
+def small_table(storage: Storage, table: Table) -> list[dict]:
+    """Every row of a small table without deletion vectors, read with delta-rs: no Spark."""
     import pyarrow.parquet as pq
     from deltalake import DeltaTable
 
-    uri = storage.table_uri(RECEIVED_DAYS.name)
-    if DeltaLog(storage, RECEIVED_DAYS).version() is None:
-        return {}
+    uri = storage.table_uri(table.name)
+    if DeltaLog(storage, table).version() is None:
+        return []
     location = storage.path_of(uri) if uri.startswith("file:") else uri
     # delta-rs names the table's files; each is read whole in this thread. Arrow's dataset scan, even unthreaded,
     # reads through its IO threads, and one left running aborted the interpreter at exit (SIGABRT after a
@@ -142,6 +155,12 @@ def received(storage: Storage) -> dict[date, Received]:
     for file in DeltaTable(location).file_uris():
         with storage.fs.open(storage.path_of(file), "rb") as f:
             rows += pq.ParquetFile(f).read(use_threads=False).to_pylist()
+    return rows
+
+
+def received(storage: Storage) -> dict[date, Received]:
+    """Every received day ingested, as recorded beside the rows (read with delta-rs: no Spark)."""
+    rows = small_table(storage, RECEIVED_DAYS)
     return {
         r["received_date"]: Received(
             r["received_date"],
@@ -161,9 +180,22 @@ def horizon(storage: Storage) -> date | None:
     return max((r.day for r in received(storage).values() if r.accepted + r.rejected), default=None)
 
 
+def first_unabsorbed(log: DeltaLog, versions: list[int], absorbed: int) -> int | None:
+    """The first version of the input a table at ``absorbed`` still has to read: the next one, or, when an
+    erasure cut the log after commits that changed no row (``QUIET_SINCE``, noted on the log's first commit), the
+    first one kept. None: the versions between are gone, their changes unknown."""
+    if absorbed >= versions[-1] or absorbed + 1 in versions:
+        return absorbed + 1
+    try:
+        quiet = json.loads(log.commit_info(versions[0]).get("userMetadata") or "{}").get(QUIET_SINCE)
+    except ValueError:
+        quiet = None
+    return versions[0] if quiet is not None and quiet <= absorbed < versions[0] else None
+
+
 def unabsorbed(wh: Warehouse, at: Position) -> DataFrame | None:
     """The input's rows changed since ``at.absorbed``, or None when its log no longer holds those versions
     (cleaned up after ``delta.logRetentionDuration``): then the table is rebuilt whole."""
-    if at.absorbed + 1 not in wh.log(at.source).versions():
-        return None
-    return wh.change_feed(at.source, at.absorbed + 1, at.latest)
+    log = wh.log(at.source)
+    first = first_unabsorbed(log, log.versions(), at.absorbed)
+    return None if first is None else wh.change_feed(at.source, first, at.latest)

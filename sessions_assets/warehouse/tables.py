@@ -8,6 +8,11 @@ days of a late tail writes a file per month, not per day. ``events`` and ``sessi
 a late link moving a device's events to a person, or renumbering a late user's sessions, marks a few rows
 instead of rewriting every file that holds one. The small tables
 are one file each, rewritten whole.
+
+File statistics (the smallest and largest value of each column in each file, kept in the Delta log) are collected
+for dates, times and numbers only (``delta.dataSkippingStatsColumns``): what the readers' filters and the steps'
+day conditions skip by. A string column is an id, a payload or what a line said: the log would quote the values
+of a person after the person's rows are gone (``warehouse/forget.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from sessions_assets.engine.users import USER_SCHEMA
 
 CHANGE_FEED = ("delta.enableChangeDataFeed", "true")
 DELETION_VECTORS = ("delta.enableDeletionVectors", "true")
+STATS_COLUMNS = "delta.dataSkippingStatsColumns"
+# Delta keeps statistics of these types (not of booleans, which it refuses, nor of arrays and maps).
+_WITH_STATS = (T.DateType, T.TimestampType, T.LongType, T.IntegerType, T.DoubleType, T.DecimalType)
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,24 @@ class Table:
     @property
     def partition_column(self) -> str | None:
         return self.partition[0] if isinstance(self.partition, tuple) else self.partition
+
+    @property
+    def stats_columns(self) -> tuple[str, ...]:
+        """The columns whose smallest and largest values each file's entry in the log records: dates, times and
+        numbers, never a string (partition columns have values of their own)."""
+        return tuple(
+            f.name for f in self.schema if isinstance(f.dataType, _WITH_STATS) and f.name != self.partition_column
+        )
+
+    @property
+    def table_properties(self) -> dict[str, str]:
+        """The properties the table is created with, and that an existing one is given when opened."""
+        return {**dict(self.properties), STATS_COLUMNS: ",".join(self.stats_columns)}
+
+    @property
+    def personal(self) -> bool:
+        """Whether the table holds a person's ids or lines (the tables an erasure purges)."""
+        return bool({"user_id", "anonymous_id", "user_key", "payload"} & set(self.columns))
 
 
 def _monthly(column: str) -> tuple[str, str]:
@@ -130,6 +156,17 @@ USER_AGENTS = Table(
     "user_agents", schema("user_agent string, device_class string, is_bot boolean"), sort_by=("user_agent",)
 )
 
+# Internal: every request to forget a person, with the keyed hashes of its ids (``warehouse/journal.py``).
+FORGET_REQUESTS = Table(
+    "forget_requests",
+    schema(
+        "request_id string, reason string, user_hashes array<string>, anonymous_hashes array<string>, "
+        "key_id string, requested_at timestamp, state string, updated_at timestamp, removed map<string,long>, "
+        "purged_at timestamp"
+    ),
+    sort_by=("requested_at", "request_id"),
+)
+
 ALL = (
     RAW_EVENTS,
     REJECTED_EVENTS,
@@ -142,4 +179,6 @@ ALL = (
     LIFECYCLE,
     DAILY_SNAPSHOT,
     USER_AGENTS,
+    FORGET_REQUESTS,
 )
+PERSONAL = tuple(t for t in ALL if t.personal)

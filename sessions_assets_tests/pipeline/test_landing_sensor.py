@@ -34,9 +34,16 @@ def test_the_definitions_load_from_the_defs_folder(runner):
         "users",
         "daily_snapshot",
     }
-    assert {s.name for s in loaded.sensors} == {"landing_sensor", "late_data_sensor"}
+    assert {s.name for s in loaded.sensors} == {"landing_sensor", "late_data_sensor", "forget_sensor"}
     assert {s.name for s in loaded.schedules} == {"daily_checks", "weekly_maintenance"}
-    assert {j.name for j in loaded.jobs} == {"ingest_job", "process_job", "refresh_job", "table_maintenance"}
+    assert {j.name for j in loaded.jobs} == {
+        "ingest_job",
+        "process_job",
+        "refresh_job",
+        "table_maintenance",
+        "forget_job",
+    }
+    assert loaded.resolve_job_def("forget_job").tags["sessions/refresh"] == "true"  # it takes turns with refreshes
     loaded.get_repository_def()  # resolves every job, schedule and sensor
     # The in-process runner runs the code location's jobs, each given test resources in place of every one of its own.
     for job in runner.defs.resolve_all_job_defs():
