@@ -182,10 +182,10 @@ def maintain(args: argparse.Namespace) -> int:
 def fetch_jars(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from sessions_assets.warehouse import jars
+    from sessions_assets.warehouse import jars, spark
 
     try:
-        found = jars.fetch(Path(args.to) if args.to else None)
+        found = jars.fetch(spark.classic_env(), Path(args.to) if args.to else None)
     except jars.JarsMissing as failure:
         print(f"sessions-assets: {failure}", file=sys.stderr)
         return 1
