@@ -155,9 +155,12 @@ class DagsterDev:
 
     def settled(self, storage) -> bool:
         """Every received day of ``storage`` ingested, every derived table current, and nothing in flight."""
-        from sessions_assets.defs import planning
+        from sessions_assets.graph import planning
+        from sessions_assets.graph.partitions import bounds, daily
+        from sessions_assets.settings import Settings
 
-        return not planning.landing(storage).due and planning.backlog(storage) is None and self.idle()
+        days = bounds(daily(Settings().start_date))  # the tests' instances: the default calendar
+        return not planning.landing(storage, days).due and planning.backlog(storage, days) is None and self.idle()
 
     def wait_until_settled(self, storage, timeout: float, failures_allowed: bool = False) -> None:
         """Until the pipeline has caught up with the landing zone (twice in a row, a few seconds apart); fails at

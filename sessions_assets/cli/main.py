@@ -2,15 +2,16 @@
 keep the tables compact.
 
     sessions-assets generate --data-root DIR [--days N] [--users N] [--seed S] [--layout received_date|segment]
-    sessions-assets run      --data-root DIR
-    sessions-assets status   --data-root DIR
-    sessions-assets repair   --data-root DIR --from DAY [--to DAY] [--tables events,sessions,users,daily_snapshot]
-    sessions-assets maintain --data-root DIR [--retain-hours H]
+    sessions-assets run      --data-root DIR [--key-prefix P]
+    sessions-assets status   --data-root DIR [--key-prefix P]
+    sessions-assets repair   --data-root DIR [--key-prefix P] --from DAY [--to DAY] [--tables events,sessions,…]
+    sessions-assets maintain --data-root DIR [--key-prefix P] [--retain-hours H]
     sessions-assets fetch-jars [--to DIR]
     sessions-assets spark-server start|stop|status [--data-root DIR] [--host HOST] [--port PORT]
 
 Runs are recorded in the Dagster instance at ``$DAGSTER_HOME`` (default ``DIR/dagster_home``), so the UI
-shows them and a second ``run`` finds nothing to do. Errors a user can cause are one line, exit 2.
+shows them and a second ``run`` finds nothing to do. ``--key-prefix``: the instance's, when a code location holds
+it under one (a ``SessionsComponent``'s ``key_prefix``). Errors a user can cause are one line, exit 2.
 """
 
 from __future__ import annotations
@@ -21,14 +22,27 @@ import sys
 import time
 from datetime import date
 
-from sessions_assets.settings import SettingsError
+from sessions_assets.settings import KEY_PREFIX, SettingsError
 from sessions_assets.warehouse.storage import LayoutError
 
 
-def _storage(args: argparse.Namespace, landing: bool = True):
+def _settings(args: argparse.Namespace):
     from sessions_assets.settings import Settings
 
-    storage = Settings.from_env(data_root=args.data_root).storage()
+    return Settings.from_env(data_root=args.data_root)
+
+
+def _bounds(args: argparse.Namespace):
+    """The first and last partition days of the instance's calendar now."""
+    from sessions_assets.graph.partitions import bounds, daily
+
+    return bounds(daily(_settings(args).start_date))
+
+
+def _storage(args: argparse.Namespace, landing: bool = True):
+    from sessions_assets.warehouse.storage import Storage
+
+    storage = Storage.of(_settings(args))
     if not storage.root_exists():
         raise SystemExit(f"sessions-assets: no data root at {storage.root} (give --data-root or SESSIONS_DATA_ROOT)")
     if landing and not storage.landing_exists():
@@ -68,8 +82,9 @@ def _ingest_lines(metadata: dict) -> list[str]:
 
 
 def _refresh_line(metadata: dict) -> str:
+    from sessions_assets.graph.names import DERIVED
+
     parts = []
-    from sessions_assets.defs.jobs import DERIVED
 
     for asset in DERIVED:
         m = metadata.get(asset, {})
@@ -79,24 +94,23 @@ def _refresh_line(metadata: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sessions_assets.defs import planning
+    from sessions_assets.graph import planning
 
     started = time.monotonic()
-    storage = _storage(args)
-    landing = planning.landing(storage)
+    storage, days = _storage(args), _bounds(args)
+    landing = planning.landing(storage, days)
     for line in landing.describe_ignored():
         print(f"Skipped landing folder {line}")
-    spans, refresh = planning.ranges(landing.due), planning.backlog(storage)
+    spans, refresh = planning.ranges(landing.due), planning.backlog(storage, days)
     if not spans and refresh is None:
         print(f"Nothing to do: every received day under {storage.landing} is processed.")
         return 0
     from sessions_assets.cli.instance import open_instance
     from sessions_assets.cli.runner import RunFailed, Runner
-    from sessions_assets.settings import Settings
 
     print(f"{len(landing.due)} received day(s) to ingest and refresh in {len(spans) or 1} run(s)", flush=True)
     with open_instance(args.data_root) as instance:
-        runner = Runner.on(instance, Settings.from_env(data_root=args.data_root))
+        runner = Runner.on(instance, _settings(args), args.key_prefix)
         try:
             for first, last in spans:
                 step = runner.ingest_and_refresh(first, last)
@@ -114,13 +128,13 @@ def run(args: argparse.Namespace) -> int:
 
 def status(args: argparse.Namespace) -> int:
     from sessions_assets.cli.instance import open_instance
-    from sessions_assets.defs import planning
+    from sessions_assets.graph import names_of, planning
 
-    storage = _storage(args)
-    landing = planning.landing(storage)
-    refresh = planning.backlog(storage)
+    storage, days = _storage(args), _bounds(args)
+    landing = planning.landing(storage, days)
+    refresh = planning.backlog(storage, days)
     with open_instance(args.data_root) as instance:
-        history = planning.History.read(instance)
+        history = planning.History.read(instance, names_of(_settings(args), args.key_prefix))
         now = time.time()
         print(f"received days to ingest: {', '.join(d.isoformat() for d in landing.due) or 'none'}")
         for day in landing.due:
@@ -144,8 +158,7 @@ def status(args: argparse.Namespace) -> int:
 def repair(args: argparse.Namespace) -> int:
     from sessions_assets.cli.instance import open_instance
     from sessions_assets.cli.runner import RunFailed, Runner
-    from sessions_assets.defs.jobs import DERIVED
-    from sessions_assets.settings import Settings
+    from sessions_assets.graph.names import DERIVED
 
     tables = set(args.tables.split(",")) if args.tables else set(DERIVED)
     if not tables <= set(DERIVED):
@@ -153,7 +166,7 @@ def repair(args: argparse.Namespace) -> int:
     first, last = args.first, args.last or args.first
     _storage(args, landing=False)
     with open_instance(args.data_root) as instance:
-        runner = Runner.on(instance, Settings.from_env(data_root=args.data_root))
+        runner = Runner.on(instance, _settings(args), args.key_prefix)
         try:
             print(_refresh_line(runner.repair(first, last, tables).metadata))
         except RunFailed as failure:
@@ -165,11 +178,10 @@ def repair(args: argparse.Namespace) -> int:
 def maintain(args: argparse.Namespace) -> int:
     from sessions_assets.cli.instance import open_instance
     from sessions_assets.cli.runner import RunFailed, Runner
-    from sessions_assets.settings import Settings
 
     _storage(args, landing=False)
     with open_instance(args.data_root) as instance:
-        runner = Runner.on(instance, Settings.from_env(data_root=args.data_root))
+        runner = Runner.on(instance, _settings(args), args.key_prefix)
         try:
             runner.maintain(args.retain_hours)
         except RunFailed as failure:
@@ -215,6 +227,12 @@ def spark_server(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prefix(text: str) -> str:
+    if text and not KEY_PREFIX.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a key prefix (a letter, then letters, digits or _)")
+    return text
+
+
 def _day(text: str) -> date:
     try:
         return date.fromisoformat(text)
@@ -233,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog="sessions-assets", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     root = {"default": os.environ.get("SESSIONS_DATA_ROOT", "data"), "help": "the data root (SESSIONS_DATA_ROOT)"}
+    prefix = {"default": "", "type": _prefix, "help": "the instance's key prefix, when its code location gives it one"}
     gen = sub.add_parser("generate", help="write a realistic sample landing zone")
     gen.add_argument("--data-root", **root)
     gen.add_argument("--days", type=int, default=14)
@@ -251,15 +270,18 @@ def main(argv: list[str] | None = None) -> int:
     ):
         command = sub.add_parser(name, help=text)
         command.add_argument("--data-root", **root)
+        command.add_argument("--key-prefix", **prefix)
         command.set_defaults(func=func)
     fix = sub.add_parser("repair", help="recompute chosen days of the derived tables whole from their inputs")
     fix.add_argument("--data-root", **root)
+    fix.add_argument("--key-prefix", **prefix)
     fix.add_argument("--from", dest="first", type=_day, required=True)
     fix.add_argument("--to", dest="last", type=_day)
     fix.add_argument("--tables", help="comma-separated (default: events,sessions,users,daily_snapshot)")
     fix.set_defaults(func=repair)
     upkeep = sub.add_parser("maintain", help="compact the tables and remove files no recent version reads")
     upkeep.add_argument("--data-root", **root)
+    upkeep.add_argument("--key-prefix", **prefix)
     upkeep.add_argument("--retain-hours", type=int, help="keep files younger than this (default 168)")
     upkeep.set_defaults(func=maintain)
     fetch = sub.add_parser("fetch-jars", help="put Delta's jars (and SPARK_PACKAGES') on disk for every Spark start")
