@@ -20,6 +20,8 @@ from sessions_assets.settings import KEY_PREFIX, Settings, SettingsError, variab
 # variable itself (dg.EnvVar), so the UI shows its name, never its value (a URL may carry a token).
 ENV_TEMPLATE = re.compile(r"^\s*\{\{\s*env\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}\s*$")
 TOKEN = re.compile(r";\s*token\s*=", re.IGNORECASE)
+# A Spark setting that holds a credential: the UI shows spark_conf, so such a one comes from the environment.
+CREDENTIAL = re.compile(r"secret|password|token|credential|(access|account|private)[._-]?key", re.IGNORECASE)
 
 
 class SessionsComponentError(ValueError):
@@ -189,6 +191,11 @@ class SessionsComponent(dg.Component, dg.Resolvable):
             )
         if not isinstance(self.spark_conf, dict) or not all(isinstance(k, str) for k in self.spark_conf):
             problems.append("attributes.spark_conf: takes Spark settings by name (spark.master: local[2], …)")
+        elif secret := next((k for k in self.spark_conf if CREDENTIAL.search(k)), None):
+            problems.append(
+                f"attributes.spark_conf: {secret} holds a credential, which the UI would show: give it in the "
+                "environment (the store's own variables, or SPARK_CONF)"
+            )
         if problems:
             return problems
         try:

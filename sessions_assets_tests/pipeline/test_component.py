@@ -89,12 +89,13 @@ def test_two_instances_load_side_by_side_with_nothing_shared(tmp_path):
         ({"channel_rules": "/no/such/rules.json"}, "attributes.channel_rules"),
         ({"key_prefix": "web-1"}, "attributes.key_prefix"),
         ({"data_root": "{{ env.SESSIONS_TEST_UNSET_ROOT }}"}, "attributes.data_root"),
-        ({"spark_remote": "sc://spark:15002/;token=secret"}, "attributes.spark_remote"),
+        ({"spark_remote": "sc://spark:15002/;token=hunter2"}, "attributes.spark_remote"),
+        ({"spark_conf": {"spark.hadoop.fs.s3a.secret.key": "hunter2"}}, "attributes.spark_conf"),
         ({"key_prefix": "web"}, "attributes.key_prefix"),  # the other instance's
         ({"key_prefix": "app", "data_root": "{web}"}, "attributes.data_root"),  # the other instance's
     ],
     ids=["bad_int", "dormant_below_lapsing", "unknown_layout", "bad_day", "missing_rules", "bad_prefix",
-         "unset_variable", "token_inline", "clashing_prefix", "shared_data_root"],
+         "unset_variable", "token_inline", "credential_in_spark_conf", "clashing_prefix", "shared_data_root"],
 )  # fmt: skip
 def test_a_bad_attribute_stops_the_load_in_one_line_naming_the_file_and_the_attribute(tmp_path, attributes, attribute):
     web = {"key_prefix": "web", "data_root": str(tmp_path / "web")}
@@ -107,7 +108,7 @@ def test_a_bad_attribute_stops_the_load_in_one_line_naming_the_file_and_the_attr
             pass
     said = str(stopped.value.__cause__)
     assert len(said.splitlines()) == 1 and said.startswith(f"{path / 'defs.yaml'}: {attribute}: "), said
-    assert "secret" not in said
+    assert "hunter2" not in said  # no credential repeated
 
 
 def test_an_unknown_attribute_is_named_with_its_file(tmp_path):
