@@ -130,13 +130,12 @@ def test_a_host_project_runs_two_instances_side_by_side(tmp_path, spark):
         "HOME": str(tmp_path),
         "VIRTUAL_ENV": str(bin_dir.parent),
         "PATH": f"{bin_dir}:/usr/bin:/bin",
-        "DAGSTER_HOME": str(home),
         "SPARK_REMOTE": os.environ["SPARK_REMOTE"],
         **{f"{p.upper()}_DATA_ROOT": str(data[p]) for p in PREFIXES},
     }
     # Installed, not linked to the checkout: the package and its data files in the host's environment.
     where = "import sessions_assets.warehouse.jars as j; print(j.__file__, j.jars_dir())"
-    shown = subprocess.run([str(bin_dir / "python"), "-c", where], env=env, capture_output=True, text=True)
+    shown = subprocess.run([str(bin_dir / "python"), "-c", where], cwd=root, env=env, capture_output=True, text=True)
     module, jars_dir = map(Path, shown.stdout.split())
     package = module.parents[1]
     assert package.is_relative_to(bin_dir.parent) and package.name == "sessions_assets", shown
@@ -144,7 +143,7 @@ def test_a_host_project_runs_two_instances_side_by_side(tmp_path, spark):
     assert jars_dir == bin_dir.parent / "share" / "sessions-assets" / "jars"  # where fetch-jars puts them
     # The installed copy reads the jars a folder holds already (no resolution): the command works from it.
     fetched = subprocess.run(
-        [str(bin_dir / "sessions-assets"), "fetch-jars"], env={**env, "SPARK_JARS_DIR": str(jars.jars_dir())}
+        [str(bin_dir / "sessions-assets"), "fetch-jars"], cwd=root, env={**env, "SPARK_JARS_DIR": str(jars.jars_dir())}
     )
     assert fetched.returncode == 0
 
@@ -232,7 +231,13 @@ def test_a_host_project_runs_two_instances_side_by_side(tmp_path, spark):
     # The installed command line on the same Dagster instance, told an instance's key prefix, finds nothing to do.
     for prefix in PREFIXES:
         args = ["status", "--data-root", str(data[prefix]), "--key-prefix", prefix]
-        status = subprocess.run([str(bin_dir / "sessions-assets"), *args], env=env, capture_output=True, text=True)
+        status = subprocess.run(
+            [str(bin_dir / "sessions-assets"), *args],
+            cwd=root,
+            env={**env, "DAGSTER_HOME": str(home)},
+            capture_output=True,
+            text=True,
+        )
         assert "received days to ingest: none" in status.stdout and "refresh due: no" in status.stdout, status
 
 
