@@ -53,8 +53,8 @@ OWN = {
     "key_prefix": "Asset keys become <key_prefix>/raw_events, …; every job, sensor, schedule, check, group and "
     "resource key <key_prefix>_<name>. Each instance in a code location needs its own (one may have none).",
     "spark_remote": 'The Spark Connect server its runs attach to (sc://host:port), "" for a driver of each run\'s '
-    'own. Not given: SPARK_REMOTE as the definitions load. "{{ env.NAME }}" passes the variable, not its value: '
-    "the UI shows its name. A token goes in the environment, never here.",
+    'own. Not given: SPARK_REMOTE, when set as the definitions load. "{{ env.NAME }}" passes the variable, not its '
+    "value: the UI shows its name. A token goes in the environment, never here.",
     "spark_conf": "Spark settings over those of the SPARK_* variables (spark.master, spark.driver.memory, "
     "spark.sql.shuffle.partitions, …).",
 }
@@ -72,8 +72,8 @@ def _default(name: str) -> str:
     return json.dumps(Settings.model_fields[name].default)
 
 
-def _attribute(name: str, resolve=None) -> dg.Resolver:
-    return dg.Resolver(resolve or _given, inject_before_resolve=False, description=description(name))
+def _attribute(name: str) -> dg.Resolver:
+    return dg.Resolver(_given, inject_before_resolve=False, description=description(name))
 
 
 class ScaffoldParams(BaseModel):

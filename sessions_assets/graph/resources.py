@@ -62,11 +62,12 @@ def resources(
 ) -> dict[str, dg.ConfigurableResource]:
     """An instance's resources, under its keys: ``settings``, and Spark from ``SPARK_*`` variables with
     ``spark_conf`` over them; ``remote`` the Spark Connect server its runs attach to ("" for a driver of their
-    own; default ``SPARK_REMOTE`` as the definitions load)."""
+    own; default: ``SPARK_REMOTE`` when it is set as the definitions load, passed as the variable, so the UI shows
+    its name and never a URL's token)."""
+    if remote is None:
+        remote = dg.EnvVar("SPARK_REMOTE") if spark.remote() else ""
     return {
-        names.spark: SparkResource(
-            spark_config=spark.spark_config(**(spark_conf or {})), remote=spark.remote() if remote is None else remote
-        ),
+        names.spark: SparkResource(spark_config=spark.spark_config(**(spark_conf or {})), remote=remote),
         names.pipeline: PipelineResource(**settings.model_dump()),
     }
 
