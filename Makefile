@@ -1,6 +1,7 @@
 # Entry points. Each target sets up what it needs (a .venv with pinned packages) on a fresh machine.
-#   make demo       generate the bundled sample landing zone under ./data and run the whole pipeline
-#                   (LAYOUT=segment: laid out as Segment's S3 destination writes it; give it a DATA_ROOT of its own)
+#   make demo       generate the bundled sample landing zone under ./data and run the whole pipeline, its partitions
+#                   from the sample's first event day (LAYOUT=segment: laid out as Segment's S3 destination writes
+#                   it; give it a DATA_ROOT of its own)
 #   make test       lint, then every test tier (what CI runs, via .ci/run)
 #   make test-fast  the engine and Dagster tiers (no multi-day pipeline scenarios, no processes): under 3 minutes
 #   make test-s3    the pipeline end to end on an S3-compatible server on loopback (downloads its jars)
@@ -44,11 +45,15 @@ $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 	cp dagster.yaml $@
 
 LAYOUT ?= received_date
+# The demo's partitions start at its sample's first event day, which `generate` writes to the data root
+# (sample_start_date, sessions_assets/cli/generate.py), unless SESSIONS_START_DATE is set; else the default's.
+SAMPLE_START = $(SESSIONS_DATA_ROOT)/sample_start_date
+START_DATE = $${SESSIONS_START_DATE:-$$(cat $(SAMPLE_START) 2>/dev/null || echo 2020-01-01)}
 # The sample's own site: a referrer there is internal navigation, no channel (sessions_assets/cli/generate.py).
 demo dev: export SESSIONS_OWN_DOMAINS ?= shop.example
 demo: setup $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/sessions-assets generate --data-root $(SESSIONS_DATA_ROOT) --days 7 --users 100 --layout $(LAYOUT)
-	$(BIN)/sessions-assets run --data-root $(SESSIONS_DATA_ROOT)
+	SESSIONS_START_DATE=$(START_DATE) $(BIN)/sessions-assets run --data-root $(SESSIONS_DATA_ROOT)
 
 lint: setup
 	$(BIN)/ruff check .
@@ -75,7 +80,8 @@ dev: setup $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/sessions-assets spark-server start --port $(SPARK_CONNECT_PORT)
 	trap '$(BIN)/sessions-assets spark-server stop' EXIT; trap 'exit 130' INT TERM; \
 	SPARK_CONNECT_AUTHENTICATE_TOKEN="$$(cat '$(SPARK_TOKEN_FILE)')" SPARK_REMOTE=sc://localhost:$(SPARK_CONNECT_PORT) \
-		VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/dg dev --use-active-venv
+		SESSIONS_START_DATE=$(START_DATE) VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH=$(CURDIR)/$(BIN):$$PATH \
+		$(BIN)/dg dev --use-active-venv
 
 BENCH_ARGS ?=
 bench: setup

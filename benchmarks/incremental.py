@@ -58,12 +58,12 @@ from sessions_assets.cli.generate import (
 )
 from sessions_assets.cli.runner import Runner
 from sessions_assets.cli.server import Server
-from sessions_assets.defs import planning
-from sessions_assets.defs.jobs import DERIVED
-from sessions_assets.defs.resources import resources
 from sessions_assets.engine import dedup, identity, lifecycle
 from sessions_assets.engine.sessionize import sessionize
 from sessions_assets.engine.users import IDENTIFIED, users
+from sessions_assets.graph import planning
+from sessions_assets.graph.names import DERIVED
+from sessions_assets.graph.resources import SparkResource
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import tables
 from sessions_assets.warehouse.delta import Warehouse, on_days
@@ -281,12 +281,12 @@ def prepare(workdir: Path, history: int, per_day: int, seed: int, reuse: bool) -
     if reuse and made.exists():
         phases = json.loads(made.read_text())
         print(f"H={history}: reusing {base}", flush=True)
-        due = planning.backlog(Storage(str(base)))
-        if due is not None:  # a table this code keeps and the history lacks is built once, before any timing
-            inst, run = dagster(base)
-            with inst:
+        inst, run = dagster(base)
+        with inst:
+            due = planning.backlog(Storage(str(base)), run.bounds())
+            if due is not None:  # a table this code keeps and the history lacks is built once, before any timing
                 run.refresh(due)
-            print(f"H={history}: brought up to date with this code", flush=True)
+                print(f"H={history}: brought up to date with this code", flush=True)
         return base, date.fromisoformat(phases["new_day"]), phases
     shutil.rmtree(base.parent, ignore_errors=True)
     new_day = datetime.now(UTC).date() - timedelta(days=1)
@@ -301,7 +301,7 @@ def prepare(workdir: Path, history: int, per_day: int, seed: int, reuse: bool) -
     with inst:
         run.ingest(days[0], days[-2])
         phases["ingest_s"] = round(time.perf_counter() - started, 1)
-        run.refresh(planning.backlog(Storage(str(base))))
+        run.refresh(planning.backlog(Storage(str(base)), run.bounds()))
     phases["load_s"] = round(time.perf_counter() - started, 1)
     phases["build_s"], phases["load_after"] = round(phases["load_s"] - phases["ingest_s"], 1), os.getloadavg()
     print(
@@ -439,10 +439,10 @@ def start_spark(args):
         os.environ["SPARK_REMOTE"] = server.running()["url"]
         os.environ[TOKEN_VARIABLE] = server.token()
         DRIVER_PID = server.running()["pid"]
-        return resources()["spark"].spark_session
+        return SparkResource(spark_config=spark_config(), remote=os.environ["SPARK_REMOTE"]).spark_session
     from pyspark import SparkContext
 
-    spark = resources(remote="")["spark"].spark_session
+    spark = SparkResource(spark_config=spark_config(), remote="").spark_session
     DRIVER_PID = SparkContext._gateway.proc.pid  # the driver JVM pyspark started for this process
     return spark
 

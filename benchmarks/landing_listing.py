@@ -201,9 +201,17 @@ def ticks(log: Path, sources: tuple[str, ...], new_day: date) -> None:
     """Sensor ticks from a first with no cursor; a line of JSON each (child process, the code under test)."""
     import dagster as dg
 
-    from sessions_assets.defs.resources import PipelineResource
-    from sessions_assets.defs.sensors import landing_sensor
     from sessions_assets.warehouse.storage import Storage
+
+    try:  # the sensor of an instance built from its settings, or an older revision's module-level one
+        from sessions_assets.graph import build
+        from sessions_assets.graph.resources import PipelineResource
+        from sessions_assets.settings import Settings
+
+        landing_sensor = build(Settings(data_root=DATA_ROOT)).get_sensor_def("landing_sensor")
+    except ImportError:
+        from sessions_assets.defs.resources import PipelineResource
+        from sessions_assets.defs.sensors import landing_sensor
 
     fs = Storage(DATA_ROOT).fs
     with dg.DagsterInstance.ephemeral() as instance:

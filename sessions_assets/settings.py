@@ -1,26 +1,42 @@
 """Every tunable of the pipeline, in one place, with the data contract's defaults.
 
-``Settings`` is the one model: the engine and the warehouse take one, and the Dagster resource
-(``defs/resources.py``) *is* one, so the UI shows these fields, their descriptions and the values in force.
-A deployment sets them with ``SESSIONS_<FIELD>`` variables, read once when the definitions load
-(``Settings.from_env``); the README's configuration table lists them.
+``Settings`` is the one model, and a value: the engine and the warehouse take one, the Dagster resource
+(``graph/resources.py``) *is* one, so the UI shows these fields, their descriptions and the values in force, and
+the definitions of one instance are built from one (``graph.build``). The command line and this project's own
+instance read them from ``SESSIONS_<FIELD>`` variables (``Settings.from_env``); a ``SessionsComponent`` takes
+them as attributes, a missing one from its variable. The README's configuration table lists them.
+
+It imports nothing of the project: the rule table and the data root's storage are opened where they are used.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from datetime import date, timedelta
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-
-from sessions_assets.warehouse.layouts import CHOICES
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 ENV_PREFIX = "SESSIONS_"
+# The landing layouts by name, and auto (``warehouse/layouts.py`` has one class per name).
+LAYOUTS = ("auto", "received_date", "segment")
+# What an instance's key prefix may be (``graph/names.py``): a name, as Dagster's names are.
+KEY_PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
 class SettingsError(ValueError):
-    """A setting a user gave is not valid; the message names the variable and the rule."""
+    """Settings a user gave are not valid. ``problems``: (field, what is wrong, whether the value came from its
+    ``SESSIONS_<FIELD>`` variable); the message names each variable, or field, and its rule, in one line."""
+
+    def __init__(self, problems: list[tuple[str, str, bool]]):
+        self.problems = problems
+        super().__init__("; ".join(f"{variable(f) if env else f}: {m}" for f, m, env in problems))
+
+
+def variable(field: str) -> str:
+    """The environment variable of a field: ``SESSIONS_<FIELD>``."""
+    return ENV_PREFIX + field.upper()
 
 
 class Settings(BaseModel):
@@ -48,14 +64,23 @@ class Settings(BaseModel):
     )
     start_date: str = Field(
         "2020-01-01",
-        description="The first partition day (read when the definitions load); earlier events are too_late.",
+        description="The first partition day (YYYY-MM-DD, read when the definitions load); earlier events are "
+        "too_late.",
     )
     max_future_skew_minutes: int = Field(60, description="A timestamp more than this after receivedAt is rejected.")
     max_lateness_days: int = Field(400, description="A timestamp more than this before receivedAt is rejected.")
-    session_gap_minutes: int = Field(30, description="A longer gap between a person's events starts a new session.")
-    max_session_hours: int = Field(24, description="No session lasts longer: the first event past it starts the next.")
-    lapsing_days: int = Field(7, description="Idle days (1..this) a user is lapsing.")
-    dormant_days: int = Field(30, description="Idle days up to which a user is dormant; churned after.")
+    session_gap_minutes: int = Field(
+        30, gt=0, description="A longer gap between a person's events starts a new session."
+    )
+    max_session_hours: int = Field(
+        24, gt=0, description="No session lasts longer: the first event past it starts the next."
+    )
+    lapsing_days: int = Field(7, ge=1, description="Idle days (1..this) a user is lapsing.")
+    dormant_days: int = Field(
+        30,
+        validate_default=True,  # checked against lapsing_days when only that one is given
+        description="Idle days up to which a user is dormant (above lapsing_days); churned after.",
+    )
     stitch_identities: bool = Field(
         True,
         description="An anonymousId belongs to the userId of its latest link; off: user_key is userId, else anonymousId.",
@@ -88,30 +113,43 @@ class Settings(BaseModel):
         "disk in the same run (0), or by the first run this many hours after the oldest request waiting (at most 24).",
     )
 
-    @model_validator(mode="after")
-    def _rules_hold(self) -> Settings:
-        if not 1 <= self.lapsing_days < self.dormant_days:
-            raise ValueError("lapsing_days must be at least 1 and below dormant_days")
-        if self.session_gap_minutes <= 0 or self.max_session_hours <= 0:
-            raise ValueError("session_gap_minutes and max_session_hours must be positive")
-        date.fromisoformat(self.start_date)
-        if self.landing_layout not in CHOICES:
-            raise ValueError(f"landing_layout takes {', '.join(CHOICES)}")
-        _ = self.rules  # a rule table that cannot be applied stops the definitions, in one line
-        return self
+    @field_validator("landing_layout")
+    @classmethod
+    def _a_layout(cls, value: str) -> str:
+        if value not in LAYOUTS:
+            raise ValueError(f"takes {', '.join(LAYOUTS)}")
+        return value
+
+    @field_validator("start_date")
+    @classmethod
+    def _a_day(cls, value: str) -> str:
+        try:
+            date.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a day (YYYY-MM-DD)") from None
+        return value
+
+    @field_validator("dormant_days")
+    @classmethod
+    def _after_lapsing(cls, value: int, info: ValidationInfo) -> int:
+        lapsing = info.data.get("lapsing_days")
+        if lapsing is not None and value <= lapsing:
+            raise ValueError(f"must be above lapsing_days ({lapsing})")
+        return value
 
     @classmethod
     def from_env(cls, **overrides) -> Settings:
         """The settings from ``SESSIONS_<FIELD>`` variables (``SESSIONS_DATA_ROOT``, ...), then ``overrides``."""
-        names = (ENV_PREFIX + name.upper() for name in Settings.model_fields)
-        given = {name[len(ENV_PREFIX) :].lower(): os.environ[name] for name in names if name in os.environ}
+        given = {name: os.environ[variable(name)] for name in cls.model_fields if variable(name) in os.environ}
         try:
             return cls(**{**given, **overrides})
         except ValidationError as error:
-            problems = "; ".join(
-                f"{ENV_PREFIX + str(e['loc'][0]).upper() if e['loc'] else 'settings'}: {e['msg']}"
-                for e in error.errors()
-            )
+            problems = []
+            for e in error.errors():
+                field = str(e["loc"][0]) if e["loc"] else "settings"
+                problems.append(
+                    (field, e["msg"].removeprefix("Value error, "), field in given and field not in overrides)
+                )
             raise SettingsError(problems) from None
 
     def instance_home(self) -> Path:
@@ -128,19 +166,6 @@ class Settings(BaseModel):
     @property
     def forget_key_path(self) -> Path:
         return Path(self.forget_key_file) if self.forget_key_file else self.instance_home() / "forget.key"
-
-    def storage(self):
-        """The data root, its landing zone read in this layout."""
-        from sessions_assets.warehouse.storage import Storage
-
-        return Storage(self.data_root, self.landing_layout)
-
-    @property
-    def rules(self):
-        """The channel rule table in force (``engine/channels.py``)."""
-        from sessions_assets.engine import channels
-
-        return channels.load(self.channel_rules)
 
     @property
     def own_domain_list(self) -> tuple[str, ...]:

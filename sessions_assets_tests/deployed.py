@@ -30,11 +30,20 @@ def free_port() -> int:
 
 
 class DagsterDev:
-    """``dg dev`` (or any command serving the webserver and daemon) on this project with its own home and data
-    root; a context manager."""
+    """``dg dev`` (or any command serving the webserver and daemon) on a project (``cwd``: this one) with its own
+    home and data roots, whose sensors are ``sensors``; a context manager."""
 
-    def __init__(self, home: Path, env: dict[str, str], command: list[str], log: Path):
+    def __init__(
+        self,
+        home: Path,
+        env: dict[str, str],
+        command: list[str],
+        log: Path,
+        cwd: Path = PROJECT,
+        sensors: tuple[str, ...] = SENSORS,
+    ):
         self.home, self.env, self.command, self.log = home, env, command, log
+        self.cwd, self.sensors = cwd, sensors
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
@@ -43,7 +52,7 @@ class DagsterDev:
         with open(self.log, "w") as out:
             self.process = subprocess.Popen(
                 [*self.command, "--host", "127.0.0.1", "--port", str(self.port)],
-                cwd=PROJECT,
+                cwd=self.cwd,
                 env={**self.env, "DAGSTER_HOME": str(self.home)},
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -135,7 +144,7 @@ class DagsterDev:
 
     def runs(self, statuses: list[str] | None = None) -> list[dict]:
         query = """query($f: RunsFilter) { runsOrError(filter: $f) { ... on Runs { results {
-            runId status jobName tags { key value } assetSelection { path } } } } }"""
+            runId status jobName startTime endTime tags { key value } assetSelection { path } } } } }"""
         variables = {"f": {"statuses": statuses}} if statuses else {"f": {}}
         return self.graphql(query, variables)["runsOrError"]["results"]
 
@@ -154,14 +163,21 @@ class DagsterDev:
         return result["backfillId"]
 
     def settled(self, storage) -> bool:
-        """Every received day of ``storage`` ingested, every derived table current, and nothing in flight."""
-        from sessions_assets.defs import planning
+        """Every received day of ``storage`` (a data root, or several) ingested, every derived table current, and
+        nothing in flight."""
+        from sessions_assets.graph import planning
+        from sessions_assets.graph.partitions import bounds, daily
+        from sessions_assets.settings import Settings
 
-        return not planning.landing(storage).due and planning.backlog(storage) is None and self.idle()
+        days = bounds(daily(Settings().start_date))  # the tests' instances: the default calendar
+        storages = storage if isinstance(storage, list | tuple) else [storage]
+        done = all(not planning.landing(s, days).due and planning.backlog(s, days) is None for s in storages)
+        return done and self.idle()
 
     def wait_until_settled(self, storage, timeout: float, failures_allowed: bool = False) -> None:
-        """Until the pipeline has caught up with the landing zone (twice in a row, a few seconds apart); fails at
-        once on a failed sensor tick, or run (unless ``failures_allowed``), with what the UI would show."""
+        """Until the pipeline has caught up with the landing zone (of ``storage``, or of each of several: twice in
+        a row, a few seconds apart); fails at once on a failed sensor tick, or run (unless ``failures_allowed``),
+        with what the UI would show."""
         import pytest
 
         deadline, calm = time.monotonic() + timeout, 0
@@ -174,7 +190,7 @@ class DagsterDev:
         pytest.fail(f"not settled within {timeout} s; runs: {self.runs()}\n{self.tail()}")
 
     def assert_nothing_failed(self, runs_may_fail: bool = False) -> None:
-        for name in SENSORS:
+        for name in self.sensors:
             failed = [t for t in self.sensor(name)["ticks"] if t["status"] == "FAILURE"]
             assert not failed, f"{name} ticks failed: {failed[0]['error']['message'][:2000]}"
         if runs_may_fail:

@@ -6,7 +6,8 @@ from collections import Counter
 from datetime import UTC, date
 from pathlib import Path
 
-from sessions_assets.defs.partitions import bounds
+from sessions_assets.graph.partitions import bounds, daily
+from sessions_assets.settings import Settings
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import (
@@ -81,7 +82,7 @@ def assert_tables_match_oracle(
     )
     # What the planner reads: each landing folder's fingerprint now, and its accepted lines.
     per_day = Counter(received for received, _ in accepted.elements())
-    lo, hi = bounds()
+    lo, hi = bounds(daily(Settings().start_date))  # the tests' instances: the default calendar
     landing = landing or wh.storage
     folders = [f.day for f in landing.landing_folders() if f.day is not None and lo <= f.day <= hi]
     assert {r.received_date: (r.fingerprint, r.accepted) for r in wh.read(RECEIVED_DAYS).collect()} == {

@@ -5,15 +5,15 @@ from __future__ import annotations
 import dagster as dg
 
 from sessions_assets.cli.runner import Runner
-from sessions_assets.defs import planning
-from sessions_assets.defs.resources import PipelineResource
+from sessions_assets.graph import planning
+from sessions_assets.graph.resources import PipelineResource
 
 
-def assert_the_daemon_accepts(sensor: dg.SensorDefinition, requests: list[dg.RunRequest], defs: dg.Definitions) -> None:
+def assert_the_daemon_accepts(sensor: str, requests: list[dg.RunRequest], defs: dg.Definitions) -> None:
     """What the daemon checks before it launches: each request runs the sensor's one job (it names no other job
     and no asset selection of its own, which the daemon would validate against that job), and names
     partitions that exist: one, or a range by tags, within the job's partitions."""
-    [target] = sensor.targets
+    [target] = defs.resolve_sensor_def(sensor).targets
     job = defs.resolve_job_def(target.job_name)
     keys = set(job.partitions_def.get_partition_keys())
     for request in requests:
@@ -32,8 +32,10 @@ def days_requested(request: dg.RunRequest) -> tuple[str, str]:
     return request.tags[planning.RANGE_START], request.tags[planning.RANGE_END]
 
 
-def tick(sensor, runner: Runner, data_root, cursor: str | None = None, pipeline: PipelineResource | None = None):
-    """One evaluation from ``cursor``, with the pipeline's settings for ``data_root`` (or ``pipeline``)."""
+def tick(sensor: str, runner: Runner, data_root, cursor: str | None = None, pipeline: PipelineResource | None = None):
+    """One evaluation of the runner's sensor ``sensor`` from ``cursor``, with the pipeline's settings for
+    ``data_root`` (or ``pipeline``)."""
     pipeline = pipeline or PipelineResource(data_root=str(data_root))
-    context = dg.build_sensor_context(instance=runner.instance, resources={"pipeline": pipeline}, cursor=cursor)
-    return sensor(context)
+    resources = {runner.names.pipeline: pipeline}
+    context = dg.build_sensor_context(instance=runner.instance, resources=resources, cursor=cursor)
+    return runner.defs.resolve_sensor_def(sensor)(context)

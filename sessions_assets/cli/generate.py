@@ -8,6 +8,10 @@ only their ``userId``; a few share a device with someone else; some are never id
 later. Some are delivered twice: the same line again, or a retried request whose copy carries a shifted
 ``timestamp`` (sometimes across midnight, sometimes received before the original). A few come from "the
 future", and some lines are broken. Same arguments, same bytes.
+
+The oldest event delivered is up to ~90 days older than the first received day: its day is the sample's start
+(``GenerateSummary.start_date``), written to ``<data root>/sample_start_date`` for ``SESSIONS_START_DATE`` (the
+Makefile's demo passes it on), so the demo's partitions begin there instead of at the default's 2020.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from sessions_assets.warehouse.storage import Storage
 
 # Lateness profile: share of events and the delay range each class is received with.
 ON_TIME = (0.90, timedelta(seconds=1), timedelta(minutes=1))
+# Where generate leaves the sample's first event day; nothing reads it implicitly.
+START_DATE_FILE = "sample_start_date"
 DAYS_LATE = (0.07, timedelta(hours=2), timedelta(days=3))
 MONTHS_LATE = (0.03, timedelta(days=7), timedelta(days=120))
 DUPLICATE_RATE = 0.03
@@ -86,12 +92,15 @@ class GenerateSummary:
     files: int = 0
     lines: int = 0
     kinds: Counter = field(default_factory=Counter)
+    start_date: str = ""  # the day of the oldest event delivered: where the sample's partitions start
 
     def __str__(self) -> str:
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.kinds.items()))
         return (
             f"Generated {self.lines} lines in {self.files} files for received days "
-            f"{self.received_days[0]} .. {self.received_days[-1]} ({kinds})."
+            f"{self.received_days[0]} .. {self.received_days[-1]} ({kinds}).\n"
+            f"Events from {self.start_date} on: SESSIONS_START_DATE={self.start_date} starts the partitions there "
+            f"(also written to {START_DATE_FILE} in the data root)."
         )
 
 
@@ -252,6 +261,7 @@ def generate_landing_zone(
         if received < horizon and received.date() >= first:
             by_day[received.date()].append(json.dumps({**message, "receivedAt": _iso(received)}))
             summary.kinds[kind] += 1
+            summary.start_date = min(summary.start_date or message["timestamp"][:10], message["timestamp"][:10])
 
     devices = [*AGENTS, *AGENTS, *APPS]
     visitors = [Visitor(f"user-{i:04d}", rng.random() < 0.15, rng.choice(devices)) for i in range(users)]
@@ -299,10 +309,12 @@ def generate_landing_zone(
         for kind, line in segment_broken_lines(rng, noon):
             lines.append(line)
             summary.kinds[kind] += 1
+    storage = Storage(data_root, layout)
     if layout == "segment":
-        _write_segment(Storage(data_root, layout), rng, by_day, summary)
+        _write_segment(storage, rng, by_day, summary)
     else:
-        _write(Storage(data_root, layout), rng, by_day, summary)
+        _write(storage, rng, by_day, summary)
+    storage.write(f"{storage.root}/{START_DATE_FILE}", f"{summary.start_date}\n".encode())
     return summary
 
 

@@ -2,17 +2,19 @@
 keep the tables compact.
 
     sessions-assets generate --data-root DIR [--days N] [--users N] [--seed S] [--layout received_date|segment]
-    sessions-assets run      --data-root DIR
-    sessions-assets status   --data-root DIR
-    sessions-assets repair   --data-root DIR --from DAY [--to DAY] [--tables events,sessions,users,daily_snapshot]
-    sessions-assets maintain --data-root DIR [--retain-hours H]
-    sessions-assets forget   --data-root DIR --user-id U [--user-id U2 ...] [--purge-landing] [--hash-only]
+    sessions-assets run      --data-root DIR [--key-prefix P]
+    sessions-assets status   --data-root DIR [--key-prefix P]
+    sessions-assets repair   --data-root DIR [--key-prefix P] --from DAY [--to DAY] [--tables events,sessions,…]
+    sessions-assets maintain --data-root DIR [--key-prefix P] [--retain-hours H]
+    sessions-assets forget   --data-root DIR [--key-prefix P] --user-id U [--user-id U2 ...] [--purge-landing]
+                             [--hash-only]
     sessions-assets fetch-jars [--to DIR]
     sessions-assets spark-server start|stop|status [--data-root DIR] [--host HOST] [--port PORT]
                                  [--new-token | --no-token]
 
 Runs are recorded in the Dagster instance at ``$DAGSTER_HOME`` (default ``DIR/dagster_home``), so the UI
-shows them and a second ``run`` finds nothing to do. Errors a user can cause are one line, exit 2.
+shows them and a second ``run`` finds nothing to do. ``--key-prefix``: the instance's, when a code location holds
+it under one (a ``SessionsComponent``'s ``key_prefix``). Errors a user can cause are one line, exit 2.
 """
 
 from __future__ import annotations
@@ -23,14 +25,27 @@ import sys
 import time
 from datetime import date
 
-from sessions_assets.settings import SettingsError
+from sessions_assets.settings import KEY_PREFIX, SettingsError
 from sessions_assets.warehouse.storage import LayoutError
 
 
-def _storage(args: argparse.Namespace, landing: bool = True):
+def _settings(args: argparse.Namespace):
     from sessions_assets.settings import Settings
 
-    storage = Settings.from_env(data_root=args.data_root).storage()
+    return Settings.from_env(data_root=args.data_root)
+
+
+def _bounds(args: argparse.Namespace):
+    """The first and last partition days of the instance's calendar now."""
+    from sessions_assets.graph.partitions import bounds, daily
+
+    return bounds(daily(_settings(args).start_date))
+
+
+def _storage(args: argparse.Namespace, landing: bool = True):
+    from sessions_assets.warehouse.storage import Storage
+
+    storage = Storage.of(_settings(args))
     if not storage.root_exists():
         raise SystemExit(f"sessions-assets: no data root at {storage.root} (give --data-root or SESSIONS_DATA_ROOT)")
     if landing and not storage.landing_exists():
@@ -71,8 +86,9 @@ def _ingest_lines(metadata: dict) -> list[str]:
 
 
 def _refresh_line(metadata: dict) -> str:
+    from sessions_assets.graph.names import DERIVED
+
     parts = []
-    from sessions_assets.defs.jobs import DERIVED
 
     for asset in DERIVED:
         m = metadata.get(asset, {})
@@ -82,27 +98,25 @@ def _refresh_line(metadata: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sessions_assets.defs import planning
-    from sessions_assets.settings import Settings
+    from sessions_assets.graph import planning
 
     started = time.monotonic()
-    storage = _storage(args)
-    landing = planning.landing(storage)
+    storage, days = _storage(args), _bounds(args)
+    landing = planning.landing(storage, days)
     for line in landing.describe_ignored():
         print(f"Skipped landing folder {line}")
-    spans, refresh = planning.ranges(landing.due), planning.backlog(storage)
-    purge_hours = Settings.from_env(data_root=args.data_root).forget_purge_hours
+    spans, refresh = planning.ranges(landing.due), planning.backlog(storage, days)
+    purge_hours = _settings(args).forget_purge_hours
     if not spans and refresh is None and not planning.erasures(storage, purge_hours).due:
         print(f"Nothing to do: every received day under {storage.landing} is processed.")
         return 0
     from sessions_assets.cli.instance import open_instance
     from sessions_assets.cli.runner import RunFailed, Runner
-    from sessions_assets.settings import Settings
 
     if spans or refresh is not None:
         print(f"{len(landing.due)} received day(s) to ingest and refresh in {len(spans) or 1} run(s)", flush=True)
     with open_instance(args.data_root) as instance:
-        runner = Runner.on(instance, Settings.from_env(data_root=args.data_root))
+        runner = Runner.on(instance, _settings(args), args.key_prefix)
         try:
             for first, last in spans:
                 step = runner.ingest_and_refresh(first, last)
@@ -122,14 +136,13 @@ def run(args: argparse.Namespace) -> int:
 
 def status(args: argparse.Namespace) -> int:
     from sessions_assets.cli.instance import open_instance
-    from sessions_assets.defs import planning
-    from sessions_assets.settings import Settings
+    from sessions_assets.graph import names_of, planning
 
-    storage = _storage(args)
-    landing = planning.landing(storage)
-    refresh = planning.backlog(storage)
+    storage, days = _storage(args), _bounds(args)
+    landing = planning.landing(storage, days)
+    refresh = planning.backlog(storage, days)
     with open_instance(args.data_root) as instance:
-        history = planning.History.read(instance)
+        history = planning.History.read(instance, names_of(_settings(args), args.key_prefix))
         now = time.time()
         print(f"received days to ingest: {', '.join(d.isoformat() for d in landing.due) or 'none'}")
         for day in landing.due:
@@ -145,7 +158,7 @@ def status(args: argparse.Namespace) -> int:
         attempts = history.refresh()
         if refresh and attempts.failures:
             print(f"  failing: {attempts.failures} failed refresh run(s); {attempts.error}")
-        erasures = planning.erasures(storage, Settings.from_env(data_root=args.data_root).forget_purge_hours)
+        erasures = planning.erasures(storage, _settings(args).forget_purge_hours)
         undone = [*erasures.pending, *erasures.purging, *erasures.waiting]
         print(f"forget requests not done: {len(undone) or 'none'}")
         for r in undone:
@@ -163,8 +176,7 @@ def status(args: argparse.Namespace) -> int:
 def repair(args: argparse.Namespace) -> int:
     from sessions_assets.cli.instance import open_instance
     from sessions_assets.cli.runner import RunFailed, Runner
-    from sessions_assets.defs.jobs import DERIVED
-    from sessions_assets.settings import Settings
+    from sessions_assets.graph.names import DERIVED
 
     tables = set(args.tables.split(",")) if args.tables else set(DERIVED)
     if not tables <= set(DERIVED):
@@ -172,7 +184,7 @@ def repair(args: argparse.Namespace) -> int:
     first, last = args.first, args.last or args.first
     _storage(args, landing=False)
     with open_instance(args.data_root) as instance:
-        runner = Runner.on(instance, Settings.from_env(data_root=args.data_root))
+        runner = Runner.on(instance, _settings(args), args.key_prefix)
         try:
             print(_refresh_line(runner.repair(first, last, tables).metadata))
         except RunFailed as failure:
@@ -184,11 +196,10 @@ def repair(args: argparse.Namespace) -> int:
 def maintain(args: argparse.Namespace) -> int:
     from sessions_assets.cli.instance import open_instance
     from sessions_assets.cli.runner import RunFailed, Runner
-    from sessions_assets.settings import Settings
 
     _storage(args, landing=False)
     with open_instance(args.data_root) as instance:
-        runner = Runner.on(instance, Settings.from_env(data_root=args.data_root))
+        runner = Runner.on(instance, _settings(args), args.key_prefix)
         try:
             runner.maintain(args.retain_hours)
         except RunFailed as failure:
@@ -224,10 +235,9 @@ def _forget_lines(summary: dict) -> str:
 def forget(args: argparse.Namespace) -> int:
     from sessions_assets.cli.instance import open_instance
     from sessions_assets.cli.runner import RunFailed, Runner
-    from sessions_assets.settings import Settings
     from sessions_assets.warehouse import journal
 
-    settings = Settings.from_env(data_root=args.data_root)
+    settings = _settings(args)
     storage = _storage(args, landing=False)
     requests = journal.read_without_spark(storage)
     try:
@@ -240,7 +250,7 @@ def forget(args: argparse.Namespace) -> int:
         print("\n".join(hashes))
         return 0
     with open_instance(args.data_root) as instance:
-        runner = Runner.on(instance, settings)
+        runner = Runner.on(instance, settings, args.key_prefix)
         try:
             step = runner.forget(hashes, "rewrite" if args.purge_landing else "list")
         except RunFailed as failure:
@@ -255,10 +265,10 @@ def forget(args: argparse.Namespace) -> int:
 def fetch_jars(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from sessions_assets.warehouse import jars
+    from sessions_assets.warehouse import jars, spark
 
     try:
-        found = jars.fetch(Path(args.to) if args.to else None)
+        found = jars.fetch(spark.classic_env(), Path(args.to) if args.to else None)
     except jars.JarsMissing as failure:
         print(f"sessions-assets: {failure}", file=sys.stderr)
         return 1
@@ -290,6 +300,12 @@ def spark_server(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prefix(text: str) -> str:
+    if text and not KEY_PREFIX.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a key prefix (a letter, then letters, digits or _)")
+    return text
+
+
 def _day(text: str) -> date:
     try:
         return date.fromisoformat(text)
@@ -308,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog="sessions-assets", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     root = {"default": os.environ.get("SESSIONS_DATA_ROOT", "data"), "help": "the data root (SESSIONS_DATA_ROOT)"}
+    prefix = {"default": "", "type": _prefix, "help": "the instance's key prefix, when its code location gives it one"}
     gen = sub.add_parser("generate", help="write a realistic sample landing zone")
     gen.add_argument("--data-root", **root)
     gen.add_argument("--days", type=int, default=14)
@@ -326,19 +343,23 @@ def main(argv: list[str] | None = None) -> int:
     ):
         command = sub.add_parser(name, help=text)
         command.add_argument("--data-root", **root)
+        command.add_argument("--key-prefix", **prefix)
         command.set_defaults(func=func)
     fix = sub.add_parser("repair", help="recompute chosen days of the derived tables whole from their inputs")
     fix.add_argument("--data-root", **root)
+    fix.add_argument("--key-prefix", **prefix)
     fix.add_argument("--from", dest="first", type=_day, required=True)
     fix.add_argument("--to", dest="last", type=_day)
     fix.add_argument("--tables", help="comma-separated (default: events,sessions,users,daily_snapshot)")
     fix.set_defaults(func=repair)
     upkeep = sub.add_parser("maintain", help="compact the tables and remove files no recent version reads")
     upkeep.add_argument("--data-root", **root)
+    upkeep.add_argument("--key-prefix", **prefix)
     upkeep.add_argument("--retain-hours", type=int, help="keep files younger than this (default 168)")
     upkeep.set_defaults(func=maintain)
     erase = sub.add_parser("forget", help="forget persons: their lines, rows and files, and their later lines")
     erase.add_argument("--data-root", **root)
+    erase.add_argument("--key-prefix", **prefix)
     erase.add_argument("--user-id", dest="user_ids", action="append", required=True, help="a userId (repeatable)")
     erase.add_argument(
         "--purge-landing", action="store_true", help="also rewrite the landing files holding their lines without them"

@@ -1,7 +1,8 @@
 """Runs the project's jobs in this process through Dagster: what ``sessions-assets run`` and the tests drive.
 
-Each step is a real run of a real job, recorded in the given instance (the UI shows it), planned by the
-same functions as the sensors (``defs/planning.py``), with the partition range a sensor's run would have.
+Each step is a real run of a real job of one instance of the graph, built from its settings as the code location
+builds it (``graph.build``), recorded in the given Dagster instance (the UI shows it), planned by the same
+functions as the sensors (``graph/planning.py``), with the partition range a sensor's run would have.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from datetime import date
 
 import dagster as dg
 
-from sessions_assets import definitions
-from sessions_assets.defs import planning
-from sessions_assets.defs.jobs import FORGET_JOB
-from sessions_assets.defs.resources import resources
+from sessions_assets.graph import build, names_of, planning
+from sessions_assets.graph.forget import FORGET_JOB, FORGET_OP
+from sessions_assets.graph.partitions import bounds, daily
 from sessions_assets.settings import Settings
+from sessions_assets.warehouse.storage import Storage
 
 # Runs log to the instance (the UI shows them); the console hears only about problems.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -28,28 +29,40 @@ class RunFailed(Exception):
 @dataclass
 class Step:
     run_id: str
-    metadata: dict[str, dict]  # asset -> its materialization metadata (plain values)
+    metadata: dict[str, dict]  # asset (by name, without the key prefix) -> its materialization metadata
 
 
 class Runner:
-    """The project's definitions, run in-process against ``instance`` with the given resources."""
+    """The jobs of the instance of ``settings`` (a data root and the rules) named by ``key_prefix``, run in-process
+    against ``instance``; Spark from ``SPARK_*``, attached to ``remote`` (default ``SPARK_REMOTE``)."""
 
-    def __init__(self, instance: dg.DagsterInstance, resources: dict):
-        self.instance = instance
-        self.defs = definitions.defs()  # as deployed; each run is given ``resources`` in place of its own
-        self.resources = resources
-        self.storage = resources["pipeline"].storage()
+    def __init__(
+        self, instance: dg.DagsterInstance, settings: Settings, key_prefix: str = "", remote: str | None = None
+    ):
+        self.instance, self.settings = instance, settings
+        self.defs = build(settings, key_prefix, spark_remote=remote)
+        self.names = names_of(settings, key_prefix)
+        self.calendar = daily(settings.start_date)
+        self.storage = Storage.of(settings)
 
     @classmethod
-    def on(cls, instance: dg.DagsterInstance, settings: Settings) -> Runner:
-        """The jobs with the resources of ``settings`` (a data root and the rules), Spark from ``SPARK_*``."""
-        return cls(instance, resources(settings))
+    def on(cls, instance: dg.DagsterInstance, settings: Settings, key_prefix: str = "") -> Runner:
+        return cls(instance, settings, key_prefix)
+
+    @property
+    def resources(self) -> dict:
+        """The instance's resources, by key."""
+        return dict(self.defs.resources or {})
+
+    def bounds(self):
+        """The first and last partition days of the instance now."""
+        return bounds(self.calendar)
 
     def _execute(self, job: str, partitions: dict, run_config: dict | None = None) -> Step:
+        job = self.names.of(job)
         result = self.defs.resolve_job_def(job).execute_in_process(
             instance=self.instance,
             run_config={**QUIET, **(run_config or {})},
-            resources=self.resources,
             raise_on_error=False,
             **partitions,
         )
@@ -60,11 +73,9 @@ class Runner:
         metadata = {}
         for event in result.get_asset_materialization_events():
             materialization = event.step_materialization_data.materialization
-            metadata[materialization.asset_key.to_user_string()] = {
-                k: v.value for k, v in materialization.metadata.items()
-            }
-        if job == FORGET_JOB:
-            metadata["forget"] = result.output_for_node("forget_persons")
+            metadata[materialization.asset_key.path[-1]] = {k: v.value for k, v in materialization.metadata.items()}
+        if job == self.names.of(FORGET_JOB):
+            metadata["forget"] = result.output_for_node(self.names.of(FORGET_OP))
         return Step(result.run_id, metadata)
 
     def ingest(self, first: date, last: date | None = None) -> Step:
@@ -82,31 +93,32 @@ class Runner:
 
     def repair(self, first: date, last: date, tables: set[str]) -> Step:
         """Recompute days ``first..last`` of some derived tables whole from their inputs."""
-        config = {"ops": {name: {"config": {"rebuild": True}} for name in tables}}
+        config = {"ops": {self.names.op(name): {"config": {"rebuild": True}} for name in tables}}
         return self._execute("refresh_job", {"tags": planning.range_tags(first, last)}, config)
 
     def maintain(self, retain_hours: int | None = None) -> Step:
-        """Compact every table, and vacuum it when no refresh is due (``defs/maintenance.py``)."""
+        """Compact every table, and vacuum it when no refresh is due (``graph/maintenance.py``)."""
         config = {} if retain_hours is None else {"retain_hours": retain_hours}
-        return self._execute("table_maintenance", {}, {"ops": {"compact_and_vacuum": {"config": config}}})
+        op = self.names.of("compact_and_vacuum")
+        return self._execute("table_maintenance", {}, {"ops": {op: {"config": config}}})
 
     def forget(self, user_hashes: list[str] | tuple = (), landing: str = "skip") -> Step:
         """Take a request to forget the users of ``user_hashes`` (keyed hashes), then resume every request not done
-        (``defs/forget.py``); ``landing``: ``list`` or ``rewrite`` the landing files holding their lines."""
+        (``graph/forget.py``); ``landing``: ``list`` or ``rewrite`` the landing files holding their lines."""
         config = {"user_hashes": list(user_hashes), "landing": landing}
-        return self._execute(FORGET_JOB, {}, {"ops": {"forget_persons": {"config": config}}})
+        return self._execute(FORGET_JOB, {}, {"ops": {self.names.of(FORGET_OP): {"config": config}}})
 
     def process(self) -> tuple[list[Step], Step | None]:
         """What the sensors would do now: one ``process_job`` run per range of due received days, or a
         refresh alone when only that is due, then an erasure if a forget request is not done. Returns the runs,
         and the last one that refreshed."""
-        due = planning.landing(self.storage).due
+        due = planning.landing(self.storage, self.bounds()).due
         steps = [self.ingest_and_refresh(first, last) for first, last in planning.ranges(due)]
         if not steps:
-            refresh = planning.backlog(self.storage)
+            refresh = planning.backlog(self.storage, self.bounds())
             steps = [self.refresh(refresh)] if refresh is not None else []
         refreshed = steps[-1] if steps else None
-        if planning.erasures(self.storage, self.resources["pipeline"].forget_purge_hours).due:
+        if planning.erasures(self.storage, self.settings.forget_purge_hours).due:
             steps.append(self.forget())
         return steps, refreshed
 

@@ -1,0 +1,1 @@
+"""This project's own instance of ``SessionsComponent`` (``defs.yaml``), loaded by ``definitions.py``."""

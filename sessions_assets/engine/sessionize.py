@@ -144,7 +144,10 @@ def sessionize(events: DataFrame, settings: Settings) -> DataFrame:
         F.first("chain").alias("chain"),
     )
     channel = channels.channel_group(
-        *[F.col(c) for c in CAMPAIGN], F.col("referrer"), settings.rules, settings.own_domain_list
+        *[F.col(c) for c in CAMPAIGN],
+        F.col("referrer"),
+        channels.load(settings.channel_rules),
+        settings.own_domain_list,
     )
     # A session that is not the last of its chain was ended by the cap, not by inactivity.
     next_chain = F.lead("chain").over(Window.partitionBy("user_key").orderBy("session_no"))

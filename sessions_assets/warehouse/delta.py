@@ -385,7 +385,7 @@ class Warehouse:
 
     def compiled(self, rows: int) -> AbstractContextManager:
         """From ``COMPILED_FROM_ROWS`` rows, Spark compiles query plans to Java (whole-stage code generation): the
-        session runs them interpreted (``defs/resources.py``), cheaper for the small queries of a day's refresh."""
+        session runs them interpreted (``graph/resources.py``), cheaper for the small queries of a day's refresh."""
         if rows < COMPILED_FROM_ROWS:
             return nullcontext()
         return self._session_settings(

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 MANIFEST = "packages.txt"
@@ -63,9 +64,11 @@ def local_jars(folder: Path | None = None) -> list[str]:
     return sorted(str(p) for p in folder.glob("*.jar"))
 
 
-def fetch(folder: Path | None = None) -> list[str]:
+def fetch(env: Mapping[str, str], folder: Path | None = None) -> list[str]:
     """Resolve the packages with Spark's own resolver (Ivy) into a private cache, once, and keep their jars in
-    ``folder``. Safe to run twice at once: one resolves under a lock, the other then finds the jars."""
+    ``folder``. Safe to run twice at once: one resolves under a lock, the other then finds the jars. ``env``: the
+    resolver's environment, one that starts a classic driver (``spark.classic_env``), even where the runs attach
+    to a server."""
     folder = folder or jars_dir()
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.parent / f".{folder.name}.lock", "w") as lock:
@@ -79,10 +82,7 @@ def fetch(folder: Path | None = None) -> list[str]:
                 f".config('spark.jars.packages', {','.join(wanted)!r}).config('spark.jars.ivy', {ivy!r})"
                 ".config('spark.ui.enabled', 'false').getOrCreate().stop()"
             )
-            from sessions_assets.warehouse.spark import classic_env  # spark.py imports this module
-
-            # A driver of its own resolves them, even where the runs attach to a server (SPARK_REMOTE).
-            done = subprocess.run([sys.executable, "-c", start], capture_output=True, text=True, env=classic_env())
+            done = subprocess.run([sys.executable, "-c", start], capture_output=True, text=True, env=dict(env))
             jars = sorted(Path(ivy, "jars").glob("*.jar"))
             if done.returncode != 0 or not jars:
                 raise JarsMissing(f"resolving {', '.join(wanted)} failed:\n{done.stderr[-3000:]}")

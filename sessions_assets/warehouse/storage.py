@@ -21,6 +21,7 @@ from datetime import date
 
 from fsspec.core import url_to_fs
 
+from sessions_assets.settings import Settings
 from sessions_assets.warehouse.layouts import (
     CHOICES,
     HIDDEN,
@@ -82,6 +83,11 @@ class Storage:
         # No cached listings: Spark writes the tables behind fsspec's back, and a Delta log listed from an
         # object store's cache (s3fs, gcsfs, adlfs keep one per client) would hide the newest commits.
         self.fs, self._root_path = url_to_fs(self.root, use_listings_cache=False)
+
+    @classmethod
+    def of(cls, settings: Settings) -> Storage:
+        """The data root of ``settings``, its landing zone read in their layout."""
+        return cls(settings.data_root, settings.landing_layout)
 
     @property
     def landing(self) -> str:

@@ -113,14 +113,17 @@ def test_an_edited_rule_table_pointed_at_by_the_setting(spark, tmp_path):
     table["rules"].insert(0, {"channel": "Partners", "when": [{"one_of": {"utm_source": ["partner"]}}]})
     edited = tmp_path / "rules.json"
     edited.write_text(json.dumps(table))
-    rules = Settings(channel_rules=str(edited)).rules
+    rules = channels.load(Settings(channel_rules=str(edited)).channel_rules)
     assert rules.digest != channels.load().digest
     rows = [(0, "partner", "affiliate", None, None), (1, "google", "cpc", None, None)]
     assert channel_of(spark, rows, rules) == ["Partners", "Paid Search"]
 
 
 def test_a_broken_rule_table_stops_the_settings_in_one_line(tmp_path):
+    from sessions_assets.graph.resources import checked
+
     broken = tmp_path / "rules.json"
     broken.write_text(json.dumps({"rules": [{"channel": "X", "when": [{"startswith": {"utm_source": "a"}}]}]}))
-    with pytest.raises(SettingsError, match="unknown condition 'startswith'"):
-        Settings.from_env(channel_rules=str(broken))
+    with pytest.raises(SettingsError, match="unknown condition 'startswith'") as stopped:
+        checked(Settings.from_env(channel_rules=str(broken)))
+    assert len(str(stopped.value).splitlines()) == 1 and str(stopped.value).startswith("channel_rules: ")

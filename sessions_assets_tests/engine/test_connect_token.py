@@ -10,7 +10,9 @@ import pytest
 
 from sessions_assets.cli.main import main
 from sessions_assets.cli.server import MIN_TOKEN_CHARS, Server, ServerRefused
-from sessions_assets.defs.resources import resources
+from sessions_assets.graph.names import Names
+from sessions_assets.graph.resources import resources
+from sessions_assets.settings import Settings
 from sessions_assets.warehouse import spark
 
 SECRET = "s3cret-token-of-the-test-0123456789"
@@ -68,7 +70,8 @@ def test_a_url_with_a_token_is_shown_without_it_and_the_processs_token_nowhere(m
     assert SECRET not in spark.redacted(f"no answer from {with_params}")
     monkeypatch.setenv(spark.TOKEN_VARIABLE, SECRET)
     assert spark.redacted(f"authorization: Bearer {SECRET}") == "authorization: Bearer …"
-    assert resources(remote=f"sc://localhost:15002/;token={SECRET}")["spark"].remote == "sc://localhost:15002"
+    shown = resources(Settings(), Names(), remote=f"sc://localhost:15002/;token={SECRET}")["spark"].remote
+    assert shown == "sc://localhost:15002"
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from datetime import date
 import pytest
 from pyspark.sql import functions as F
 
-from sessions_assets.defs import planning
+from sessions_assets.graph import planning
 from sessions_assets.warehouse import journal
 from sessions_assets.warehouse.delta import DeltaLog
 from sessions_assets.warehouse.tables import (

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from sessions_assets.cli.main import main
-from sessions_assets.defs import checks
-from sessions_assets.defs.checks import CHECKS
+from sessions_assets.graph import checks
 from sessions_assets.engine import privacy
 from sessions_assets.warehouse import journal
 from sessions_assets.warehouse.delta import DeltaLog
@@ -105,15 +104,14 @@ def evaluate_checks(runner) -> dict[str, list]:
     return {e.check_name: e.metadata["sample"].value for e in result.get_asset_check_evaluations()}
 
 
-def records(instance) -> str:
+def records(instance, names) -> str:
     """Everything the instance keeps of its runs and checks, as text."""
     found = []
     for record in instance.get_run_records():
         found.append(json.dumps(record.dagster_run.run_config, default=str))
         found += [str(e) for e in instance.all_logs(record.dagster_run.run_id)]
-    for check in CHECKS:
-        for key in check.check_keys:
-            found += [str(r.event) for r in instance.event_log_storage.get_asset_check_execution_history(key, 1000)]
+    for key in checks.check_keys(names):
+        found += [str(r.event) for r in instance.event_log_storage.get_asset_check_execution_history(key, 1000)]
     return "\n".join(found)
 
 
@@ -126,12 +124,12 @@ def test_dagster_records_name_no_one_and_older_check_samples_can_be_cleared(forg
         older.setattr(checks, "IDENTIFYING", ())
         older.setattr(privacy, "name_by_session", lambda rows, sessions: rows)
         assert "kim-3301" in json.dumps(evaluate_checks(runner))
-    assert "kim-3301" in records(runner.instance)
-    assert checks.clear_check_records(runner.instance) == 1
+    assert "kim-3301" in records(runner.instance, runner.names)
+    assert checks.clear_check_records(runner.instance, runner.names) == 1
     samples = evaluate_checks(runner)
     assert samples["users_one_row_per_person"] and samples["sessions_numbered_in_order"]
     assert "a_session_id" in json.dumps(samples) and "session_id" in json.dumps(samples)
-    text = records(runner.instance)
+    text = records(runner.instance, runner.names)
     assert all(needle not in text for needle in [OLGA, DEVICE, "kim-3301", "zoe-8812"])
     hashed = journal.read(wh)[0].user_hashes[0]
     assert hashed in text and privacy.is_hash(hashed)  # the forget run's config: the hash only

@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from sessions_assets.cli.runner import RunFailed
-from sessions_assets.defs import planning
+from sessions_assets.graph import planning
 from sessions_assets.warehouse import forget, ingest, journal
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.tables import RAW_EVENTS, RECEIVED_DAYS
@@ -142,7 +142,7 @@ def test_landing_files_rewritten_on_request_are_ingested_again_to_the_same_table
         assert not planning.erasures(wh.storage, 2).due and ida_rows(wh) == 0
         assert files_quoting(root / "landing", [IDA, DEVICE]) == []
         # Their fingerprints changed: both days are ingested again, and give what the tables hold.
-        assert sorted(planning.landing(wh.storage).due) == [D1, D2]
+        assert sorted(planning.landing(wh.storage, runner.bounds()).due) == [D1, D2]
         runner.process()
         assert {r.received_date: (r.lines, r.accepted) for r in wh.read(RECEIVED_DAYS).collect()} == {
             D1: (counts[D1][0] - 3, 1),

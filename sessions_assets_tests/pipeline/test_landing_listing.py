@@ -14,9 +14,8 @@ from fsspec.implementations.local import LocalFileSystem
 
 from sessions_assets.cli.generate import SOURCES, generate_landing_zone
 from sessions_assets.cli.main import main
-from sessions_assets.defs.cursor import LandingCursor
-from sessions_assets.defs.resources import PipelineResource
-from sessions_assets.defs.sensors import landing_sensor
+from sessions_assets.graph.cursor import LandingCursor
+from sessions_assets.graph.resources import PipelineResource
 from sessions_assets.warehouse.layouts import SegmentLayout
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets_tests.landing import segment, write_day
@@ -56,7 +55,7 @@ def counted_tick(runner, root: Path, cursor: str | None):
     """A tick, and the landing folders it listed (each once, or it says so), relative to ``landing/``."""
     fs = FILESYSTEMS.setdefault(str(root), CountedFileSystem(skip_instance_cache=True))
     fs.listed.clear()
-    result = tick(landing_sensor, runner, root, cursor, pipeline=CountedPipeline(data_root=str(root)))
+    result = tick("landing_sensor", runner, root, cursor, pipeline=CountedPipeline(data_root=str(root)))
     landing = f"{root}/landing"
     listed = {p: n for p, n in fs.listed.items() if p == landing or p.startswith(landing + "/")}
     assert set(listed.values()) <= {1}, listed

@@ -11,8 +11,7 @@ from datetime import date
 import pytest
 
 from sessions_assets.cli.runner import RunFailed
-from sessions_assets.defs import planning
-from sessions_assets.defs.sensors import landing_sensor
+from sessions_assets.graph import planning
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets_tests.landing import segment, write_day
 from sessions_assets_tests.ticks import assert_the_daemon_accepts, days_requested, tick
@@ -45,7 +44,10 @@ def test_the_definitions_load_from_the_defs_folder(runner):
     }
     assert loaded.resolve_job_def("forget_job").tags["sessions/refresh"] == "true"  # it takes turns with refreshes
     loaded.get_repository_def()  # resolves every job, schedule and sensor
-    # The in-process runner runs the code location's jobs, each given test resources in place of every one of its own.
+    # The in-process runner runs the code location's instance, built from the same settings: the same jobs, their
+    # resources under the same keys.
+    assert {j.name for j in runner.defs.jobs} == {j.name for j in loaded.jobs}
+    assert set(runner.resources) == set(loaded.resources) == {"spark", "pipeline"}
     for job in runner.defs.resolve_all_job_defs():
         assert set(job.resource_defs) - {"io_manager"} <= set(runner.resources), job.name
 
@@ -58,19 +60,19 @@ def test_landing_sensor_asks_for_consecutive_days_in_one_run_and_for_changed_day
     (data_root / "landing" / "notes").mkdir()
     write_day(data_root, "2019-06-01", [segment("old", "u1", "2019-06-01 10:00")])  # before SESSIONS_START_DATE
     write_day(data_root, "2099-01-01", [segment("new", "u1", "2099-01-01 10:00")])  # past today's partitions
-    first = tick(landing_sensor, runner, data_root)
+    first = tick("landing_sensor", runner, data_root)
     assert [days_requested(r) for r in first.run_requests] == [("2024-03-10", "2024-03-11"), ("2024-03-13",) * 2]
-    assert_the_daemon_accepts(landing_sensor, first.run_requests, runner.defs)
+    assert_the_daemon_accepts("landing_sensor", first.run_requests, runner.defs)
     reported = {"received_date=2024-13-45", "notes", "received_date=2019-06-01", "received_date=2099-01-01"}
     assert set(json.loads(first.cursor)["reported"]) == reported  # each reported once, none blocking the others
 
     runner.ingest_and_refresh(date(2024, 3, 10), date(2024, 3, 11))  # what the first requested run does
-    later = tick(landing_sensor, runner, data_root, first.cursor)
+    later = tick("landing_sensor", runner, data_root, first.cursor)
     # The 13th's run was never launched here; under the daemon it would be in flight, and not asked for again.
     assert [days_requested(r) for r in later.run_requests] == [("2024-03-13",) * 2]
 
     write_day(data_root, "2024-03-10", [segment("d", "u1", "2024-03-10 11:00")], name="part-0001.jsonl")
-    grown = tick(landing_sensor, runner, data_root)
+    grown = tick("landing_sensor", runner, data_root)
     assert [days_requested(r) for r in grown.run_requests] == [("2024-03-10",) * 2, ("2024-03-13",) * 2]
 
 
@@ -83,13 +85,13 @@ def test_a_day_whose_run_failed_is_asked_for_again_after_its_backoff(runner, dat
         runner.ingest_and_refresh(R)
     assert len(str(failed.value).splitlines()) == 1  # what failed, in one line
 
-    retrying = tick(landing_sensor, runner, data_root)
+    retrying = tick("landing_sensor", runner, data_root)
     assert not retrying.run_requests  # backing off
-    attempts = planning.History.read(runner.instance).ingest(R)
+    attempts = planning.History.read(runner.instance, runner.names).ingest(R)
     assert attempts.failures == 1 and attempts.error and 0 < attempts.waiting(time.time()) <= planning.BACKOFF_SECONDS
     later = planning.ready(
-        planning.landing(Storage(str(data_root))),
-        planning.History.read(runner.instance),
+        planning.landing(Storage(str(data_root)), runner.bounds()),
+        planning.History.read(runner.instance, runner.names),
         now=time.time() + planning.BACKOFF_SECONDS + 1,
     )
     [(first, last, key)] = later.requests()
@@ -97,5 +99,5 @@ def test_a_day_whose_run_failed_is_asked_for_again_after_its_backoff(runner, dat
 
     blocker.unlink()
     runner.ingest_and_refresh(R)  # what that run does, now that the store answers
-    assert planning.History.read(runner.instance).ingest(R).failures == 0
-    assert not tick(landing_sensor, runner, data_root).run_requests
+    assert planning.History.read(runner.instance, runner.names).ingest(R).failures == 0
+    assert not tick("landing_sensor", runner, data_root).run_requests

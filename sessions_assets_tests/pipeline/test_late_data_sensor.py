@@ -8,8 +8,7 @@ from datetime import date
 import dagster as dg
 
 from sessions_assets.cli.runner import Runner
-from sessions_assets.defs import planning
-from sessions_assets.defs.sensors import landing_sensor, late_data_sensor
+from sessions_assets.graph import planning
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets_tests.expected import assert_tables_match_oracle
 from sessions_assets_tests.landing import segment, write_day
@@ -23,26 +22,26 @@ def test_a_new_instance_over_the_warehouse_asks_for_nothing_already_done(runner,
     write_day(data_root, R, [segment("a", "u1", f"{A} 10:00", f"{R} 08:00")])
     runner.process()
     with dg.DagsterInstance.ephemeral() as fresh:
-        again = Runner(fresh, runner.resources)
-        assert not tick(landing_sensor, again, data_root).run_requests
-        assert isinstance(tick(late_data_sensor, again, data_root), dg.SkipReason)
+        again = Runner(fresh, runner.settings)
+        assert not tick("landing_sensor", again, data_root).run_requests
+        assert isinstance(tick("late_data_sensor", again, data_root), dg.SkipReason)
 
 
 def test_late_data_sensor_asks_for_one_refresh_of_what_was_ingested(runner, data_root):
     write_day(
         data_root, R, [segment("a", "u1", f"{A} 10:00", f"{R} 08:00"), segment("b", "u2", f"{B} 23:50", f"{R} 08:00")]
     )
-    assert isinstance(tick(late_data_sensor, runner, data_root), dg.SkipReason)  # nothing ingested yet
+    assert isinstance(tick("late_data_sensor", runner, data_root), dg.SkipReason)  # nothing ingested yet
 
     runner.ingest(R)  # an ingest alone, as a UI backfill of the landing assets runs
-    request = tick(late_data_sensor, runner, data_root)
+    request = tick("late_data_sensor", runner, data_root)
     assert isinstance(request, dg.RunRequest)
-    assert_the_daemon_accepts(late_data_sensor, [request], runner.defs)
+    assert_the_daemon_accepts("late_data_sensor", [request], runner.defs)
     assert request.partition_key == R.isoformat()  # the horizon; the changed days are recorded by the run
     assert request.tags[planning.RECEIVED_DAYS_TAG] == R.isoformat()
 
-    runner.refresh(planning.backlog(Storage(str(data_root))))  # what the requested run does
-    assert isinstance(tick(late_data_sensor, runner, data_root), dg.SkipReason)
+    runner.refresh(planning.backlog(Storage(str(data_root)), runner.bounds()))  # what the requested run does
+    assert isinstance(tick("late_data_sensor", runner, data_root), dg.SkipReason)
     materialized = runner.instance.get_materialized_partitions(dg.AssetKey("events"))
     assert materialized == {A.isoformat(), B.isoformat(), R.isoformat()}  # exactly the days changed, and the run's
     sessions = runner.instance.get_materialized_partitions(dg.AssetKey("sessions"))
@@ -54,8 +53,8 @@ def test_a_day_of_rejects_only_calls_for_a_refresh_that_moves_the_snapshot_horiz
     runner.process()
     write_day(data_root, B, ["{not json"])
     runner.ingest(B)  # no accepted line: raw_events does not change, the horizon does
-    due = planning.backlog(Storage(str(data_root)))
-    assert due is not None and isinstance(tick(late_data_sensor, runner, data_root), dg.RunRequest)
+    due = planning.backlog(Storage(str(data_root)), runner.bounds())
+    assert due is not None and isinstance(tick("late_data_sensor", runner, data_root), dg.RunRequest)
     runner.refresh(due)
-    assert planning.backlog(Storage(str(data_root))) is None
+    assert planning.backlog(Storage(str(data_root)), runner.bounds()) is None
     assert_tables_match_oracle(runner.resources["pipeline"].warehouse(runner.resources["spark"]), data_root)

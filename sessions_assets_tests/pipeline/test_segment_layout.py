@@ -15,7 +15,8 @@ import pytest
 
 from sessions_assets.cli.generate import generate_landing_zone, source_of
 from sessions_assets.cli.main import main
-from sessions_assets.defs import planning
+from sessions_assets.graph import planning
+from sessions_assets.graph.partitions import bounds, daily
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.storage import LayoutError, Storage
@@ -57,7 +58,7 @@ def delivered(spark, tmp_path_factory):
     off_midnight.parent.mkdir()
     off_midnight.write_bytes(gzip.compress(segment("x", "u9", "2024-03-17 12:00").encode()))
     storage = Storage(str(root))
-    reported = planning.landing(storage).describe_ignored()
+    reported = planning.landing(storage, bounds(daily(Settings().start_date))).describe_ignored()
     with running(root) as runner:
         runner.process()
         first = {r.received_date: r.fingerprint for r in Warehouse(spark, storage).read(RECEIVED_DAYS).collect()}
@@ -136,7 +137,7 @@ def test_both_layouts_at_once_are_refused_in_one_line(tmp_path, capsys):
     [said] = capsys.readouterr().err.splitlines()
     assert said.startswith("sessions-assets: ") and "both received_date=YYYY-MM-DD/ folders and segment-logs/" in said
     # Told which to read, the other layout's folders are reported and skipped.
-    chosen = Settings(data_root=str(tmp_path), landing_layout="segment").storage()
+    chosen = Storage.of(Settings(data_root=str(tmp_path), landing_layout="segment"))
     assert [(f.name, f.day) for f in chosen.landing_folders()] == [
         (f"segment-logs/web/{segment_millis(D1)}", D1),
         ("received_date=2024-03-16", None),

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from sessions_assets.cli.main import main
-from sessions_assets.defs import planning
+from sessions_assets.graph import planning
 from sessions_assets.warehouse.delta import DeltaLog, Warehouse
 from sessions_assets.warehouse.spark import TOKEN_VARIABLE
 from sessions_assets.warehouse.storage import Storage

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 
-from sessions_assets.defs.planning import Glance, Landing
+from sessions_assets.graph.planning import Glance, Landing
 
 
 @dataclass(frozen=True)

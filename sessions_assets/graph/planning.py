@@ -23,14 +23,13 @@ from datetime import date, timedelta
 
 import dagster as dg
 
-from sessions_assets.defs.jobs import FORGETTING, INGESTING, REFRESHING
-from sessions_assets.defs.partitions import RANGE_END, RANGE_START, bounds
+from sessions_assets.graph.names import Names
+from sessions_assets.graph.partitions import RANGE_END, RANGE_START
 from sessions_assets.warehouse import journal, ledger
 from sessions_assets.warehouse.delta import DeltaLog
 from sessions_assets.warehouse.storage import LandingFolder, Storage
 from sessions_assets.warehouse.tables import RECEIVED_DAYS
 
-INGEST_ASSET, REFRESH_ASSET = dg.AssetKey("raw_events"), dg.AssetKey("events")
 PARTITION = "dagster/partition"
 RECEIVED_DAYS_TAG = "sessions/received_days"  # a refresh run's tag: the received days it absorbs
 IN_FLIGHT = (
@@ -88,13 +87,15 @@ def _failure(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str:
 
 @dataclass
 class History:
-    """The recent runs that ingest received days or refresh the derived tables, newest first."""
+    """The recent runs of one instance of the graph (``names``) that ingest received days or refresh the derived
+    tables, newest first."""
 
     instance: dg.DagsterInstance
+    names: Names
     runs: list[tuple[dg.DagsterRun, float | None]] = field(default_factory=list)  # with its end time
 
     @classmethod
-    def read(cls, instance: dg.DagsterInstance, now: float | None = None) -> History:
+    def read(cls, instance: dg.DagsterInstance, names: Names, now: float | None = None) -> History:
         """The recent runs, less those in flight for longer than ``STALE_SECONDS`` (dead)."""
         now = time.time() if now is None else now
         runs = []
@@ -103,7 +104,7 @@ class History:
             if r.dagster_run.status in IN_FLIGHT and now - began > STALE_SECONDS:
                 continue
             runs.append((r.dagster_run, r.end_time))
-        return cls(instance, runs)
+        return cls(instance, names, runs)
 
     def _attempts(self, covers) -> Attempts:
         in_flight, failures, last, error, failed_run = False, 0, None, None, None
@@ -121,25 +122,23 @@ class History:
         return Attempts(in_flight, failures, last, error, failed_run)
 
     def ingest(self, day: date) -> Attempts:
-        return self._attempts(lambda run: _ingests(run) and day in _run_days(run))
+        return self._attempts(lambda run: self._ingests(run) and day in _run_days(run))
 
     def refresh(self) -> Attempts:
-        return self._attempts(_refreshes)
+        return self._attempts(self._refreshes)
 
     def forget(self) -> Attempts:
-        return self._attempts(lambda run: run.job_name in FORGETTING)
+        return self._attempts(lambda run: run.job_name in self.names.forgetting)
 
     def ingesting(self) -> bool:
-        return any(run.status in IN_FLIGHT and _ingests(run) for run, _ in self.runs)
+        return any(run.status in IN_FLIGHT and self._ingests(run) for run, _ in self.runs)
 
+    def _ingests(self, run: dg.DagsterRun) -> bool:
+        """A run of a job that ingests, or a UI backfill of the landing assets."""
+        return run.job_name in self.names.ingesting or self.names.key("raw_events") in (run.asset_selection or ())
 
-def _ingests(run: dg.DagsterRun) -> bool:
-    """A run of a job that ingests, or a UI backfill of the landing assets."""
-    return run.job_name in INGESTING or INGEST_ASSET in (run.asset_selection or ())
-
-
-def _refreshes(run: dg.DagsterRun) -> bool:
-    return run.job_name in REFRESHING or REFRESH_ASSET in (run.asset_selection or ())
+    def _refreshes(self, run: dg.DagsterRun) -> bool:
+        return run.job_name in self.names.refreshing or self.names.key("events") in (run.asset_selection or ())
 
 
 @dataclass(frozen=True)
@@ -174,11 +173,12 @@ class Glance:
         return recent | new | (self.pending & listed.keys()) | (listed.keys() - recorded.keys())
 
 
-def landing(storage: Storage, glance: Glance | None = None) -> Landing:
-    """Each received day's fingerprint against the one its latest ingest recorded. Every day's files are listed
-    (``run``, ``status``, the sensor's full listing), or, given a glance, those of the days it picks: the folders
-    themselves are listed either way (one listing of each parent folder)."""
-    lo, hi = bounds()
+def landing(storage: Storage, days: tuple[date, date], glance: Glance | None = None) -> Landing:
+    """Each received day's fingerprint against the one its latest ingest recorded, for the received days the
+    partitions hold (``days``: the first and last, ``partitions.bounds``). Every day's files are listed (``run``,
+    ``status``, the sensor's full listing), or, given a glance, those of the days it picks: the folders themselves
+    are listed either way (one listing of each parent folder)."""
+    lo, hi = days
     recorded = DeltaLog(storage, RECEIVED_DAYS).version()
     seen = ledger.received(storage)
     zone = storage.zone()
@@ -205,7 +205,7 @@ def _received(
         elif folder.day is None:
             ignored.append(folder)
         elif not lo <= folder.day <= hi:
-            ignored.append(replace(folder, problem=f"outside the partitions {lo}..{hi} (SESSIONS_START_DATE)"))
+            ignored.append(replace(folder, problem=f"outside the partitions {lo}..{hi} (start_date)"))
         else:
             days[folder.day] = [folder]
     return days, ignored
@@ -273,7 +273,7 @@ def ready(landing: Landing, history: History, now: float | None = None) -> Ready
 
 @dataclass(frozen=True)
 class Backlog:
-    """What one run of the derived assets (``jobs.DERIVED``) does after some received days.
+    """What one run of the derived assets (``names.DERIVED``) does after some received days.
 
     The run is for the latest received day ingested: the partition every refresh changes (the snapshot runs up
     to the latest received day holding a line).
@@ -309,9 +309,10 @@ class Backlog:
         return f"received {received} touched {touched}; refresh up to {self.latest_day}"
 
 
-def backlog(storage: Storage) -> Backlog | None:
+def backlog(storage: Storage, days: tuple[date, date]) -> Backlog | None:
     """The refresh the warehouse calls for: the received days whose rows ``events`` has not absorbed, the
-    event days they touched, and the latest received day; None when every derived table is current."""
+    event days they touched, and the latest received day (else the last partition day of ``days``); None when
+    every derived table is current."""
     late = ledger.behind(storage)
     if not late:
         return None
@@ -322,7 +323,7 @@ def backlog(storage: Storage) -> Backlog | None:
         if events is None
         else [r for r in records.values() if events.absorbed is None or r.raw_version > events.absorbed]
     )
-    latest = max(records, default=None) or bounds()[1]
+    latest = max(records, default=None) or days[1]
     event_days = tuple(sorted({d for r in fresh for d in r.event_days}))
     inputs = ",".join(f"{at.source.name}@{at.latest}" for at in late)
     return Backlog(tuple(sorted(r.day for r in fresh)), event_days, latest, inputs)

@@ -9,12 +9,11 @@ the landing files' size in local disk.
 from datetime import date
 
 import dagster as dg
-from dagster_pyspark import LazyPySparkResource
 
-from sessions_assets.defs.failures import run_step
-from sessions_assets.defs.metadata import table
-from sessions_assets.defs.partitions import daily
-from sessions_assets.defs.resources import PipelineResource
+from sessions_assets.graph.failures import run_step
+from sessions_assets.graph.metadata import table
+from sessions_assets.graph.names import Names
+from sessions_assets.graph.resources import pipeline_of, spark_of
 from sessions_assets.warehouse.ingest import ingest_days
 
 
@@ -64,23 +63,39 @@ def _per_source(files: list[dict]) -> dict[str, dg.MetadataValue]:
     return {"per_source": table([sources[s] for s in sorted(sources)])} if sources else {}
 
 
-@dg.multi_asset(
-    specs=[
-        dg.AssetSpec("raw_events", description="Every accepted line, as parsed, with its payload."),
-        dg.AssetSpec("rejected_events", description="Every rejected line, or unread file, with its reason."),
-        dg.AssetSpec("partition_map", description="Which event days each received day touched, with counts."),
-    ],
-    partitions_def=daily,
-    group_name="landing",
-    backfill_policy=dg.BackfillPolicy.single_run(),
-)
-def ingest(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeline: PipelineResource):
-    """The run's received days, replaced whole in each table (the map, then the record of what was read, last)."""
+def definitions(names: Names, calendar: dg.DailyPartitionsDefinition) -> dg.Definitions:
+    """The landing multi-asset of an instance."""
+
+    @dg.multi_asset(
+        name=names.of("ingest"),
+        specs=[
+            dg.AssetSpec(names.key("raw_events"), description="Every accepted line, as parsed, with its payload."),
+            dg.AssetSpec(
+                names.key("rejected_events"), description="Every rejected line, or unread file, with its reason."
+            ),
+            dg.AssetSpec(
+                names.key("partition_map"), description="Which event days each received day touched, with counts."
+            ),
+        ],
+        partitions_def=calendar,
+        group_name=names.of("landing"),
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        required_resource_keys={names.spark, names.pipeline},
+    )
+    def ingest(context: dg.AssetExecutionContext):
+        """The run's received days, replaced whole in each table (the map, then the record of what was read, last)."""
+        yield from _ingest(context, names)
+
+    return dg.Definitions(assets=[ingest])
+
+
+def _ingest(context: dg.AssetExecutionContext, names: Names):
     days = [date.fromisoformat(key) for key in context.partition_keys]
+    pipeline = pipeline_of(context, names)
     # Taken before the files are read: a file that changes during the read makes its day due again.
     storage = pipeline.storage()
     fingerprints = {day: storage.fingerprint(day) for day in days}
-    done = run_step(context, lambda: ingest_days(pipeline.warehouse(spark), pipeline, fingerprints))
+    done = run_step(context, lambda: ingest_days(pipeline.warehouse(spark_of(context, names)), pipeline, fingerprints))
     reasons: dict[str, int] = {}
     for d in done.values():
         for reason, n in d.reasons.items():
@@ -93,7 +108,7 @@ def ingest(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeli
     event_days = sorted({e for d in done.values() for e in d.event_days})
     per_day = {"received_days": len(done), "per_received_day": _per_day(done)}
     yield dg.MaterializeResult(
-        asset_key="raw_events",
+        asset_key=names.key("raw_events"),
         metadata={
             "lines": sum(d.lines for d in done.values()),
             "accepted": sum(d.accepted for d in done.values()),
@@ -105,7 +120,7 @@ def ingest(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeli
         },
     )
     yield dg.MaterializeResult(
-        asset_key="rejected_events",
+        asset_key=names.key("rejected_events"),
         metadata={"rejected": sum(reasons.values()), "reasons": dg.MetadataValue.json(reasons), **per_day},
     )
     events_per_day: dict[str, int] = {}
@@ -113,7 +128,7 @@ def ingest(context: dg.AssetExecutionContext, spark: LazyPySparkResource, pipeli
         for day, n in d.events_per_day.items():
             events_per_day[day.isoformat()] = events_per_day.get(day.isoformat(), 0) + n
     yield dg.MaterializeResult(
-        asset_key="partition_map",
+        asset_key=names.key("partition_map"),
         metadata={
             "event_days": dg.MetadataValue.json([e.isoformat() for e in event_days]),
             "event_days_touched": len(event_days),

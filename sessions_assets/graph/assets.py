@@ -1,0 +1,132 @@
+"""The derived assets: each brings its table up to date with its input, or repairs the run's partitions.
+
+A run covers a partition or a range of days (``planning.Backlog``, a ``process_job`` run, a UI backfill); whatever it
+covers, each asset applies every change its input has that it has not absorbed yet (``warehouse/refresh/``), so a
+re-run changes nothing. With ``rebuild: true`` in the run config it also recomputes the run's partitions
+whole from their inputs, the way to repair days whatever happened to them.
+"""
+
+from datetime import date
+
+import dagster as dg
+
+from sessions_assets.graph.failures import run_step
+from sessions_assets.graph.metadata import table
+from sessions_assets.graph.names import Names
+from sessions_assets.graph.partitions import ANY_RECEIVED_DAY, SAME_DAY, SESSION_NEIGHBOURS, bounds
+from sessions_assets.graph.resources import pipeline_of, spark_of
+from sessions_assets.warehouse.refresh import Outcome, refresh_events, refresh_sessions, refresh_snapshot, refresh_users
+
+SINGLE_RUN = dg.BackfillPolicy.single_run()
+NUMBERING_CHECK = "session_numbers_run_without_gaps"
+
+
+class RepairConfig(dg.Config):
+    rebuild: bool = False  # recompute the run's partitions whole from their inputs (a repair)
+
+
+def _days(context: dg.AssetExecutionContext) -> tuple[date, date]:
+    keys = context.partition_key_range
+    return date.fromisoformat(keys.start), date.fromisoformat(keys.end)
+
+
+def _results(context: dg.AssetExecutionContext, done: Outcome, calendar: dg.DailyPartitionsDefinition, **result):
+    """A materialization of each other partition whose rows changed, then the run's own result."""
+    own, (lo, hi) = set(context.partition_keys), bounds(calendar)
+    for day, rows in sorted(done.days.items()):
+        if day.isoformat() not in own and lo <= day <= hi:
+            yield dg.AssetMaterialization(context.asset_key, partition=day.isoformat(), metadata={"rows_changed": rows})
+    yield dg.MaterializeResult(
+        metadata={
+            "refresh": done.how,
+            "input_version_absorbed": done.absorbed if done.absorbed is not None else -1,
+            **done.counts,
+            "days_changed": len(done.days),
+            **{name: table(rows) for name, rows in done.tables.items()},
+        },
+        **result,
+    )
+
+
+def definitions(names: Names, calendar: dg.DailyPartitionsDefinition) -> dg.Definitions:
+    """The derived assets of an instance: events, sessions, users and daily_snapshot."""
+    key = names.key
+    common = dict(
+        partitions_def=calendar,
+        backfill_policy=SINGLE_RUN,
+        group_name=names.of("sessions"),
+        required_resource_keys={names.spark, names.pipeline},
+    )
+
+    def steps(context: dg.AssetExecutionContext):
+        """The settings, and the warehouse to open inside the step (a Spark that does not start fails it in one
+        line)."""
+        pipeline = pipeline_of(context, names)
+        return pipeline, lambda: pipeline.warehouse(spark_of(context, names))
+
+    @dg.asset(
+        key=key("events"),
+        deps=[
+            dg.AssetDep(key("raw_events"), partition_mapping=ANY_RECEIVED_DAY),
+            dg.AssetDep(key("partition_map"), partition_mapping=ANY_RECEIVED_DAY),
+        ],
+        **common,
+    )
+    def events(context: dg.AssetExecutionContext, config: RepairConfig):
+        """Accepted events by event day, one row per ``messageId``: the first-received copy, wherever it landed."""
+        pipeline, wh = steps(context)
+        repair = _days(context) if config.rebuild else None
+        yield from _results(context, run_step(context, lambda: refresh_events(wh(), pipeline, repair)), calendar)
+
+    @dg.asset(
+        key=key("sessions"),
+        deps=[dg.AssetDep(key("events"), partition_mapping=SESSION_NEIGHBOURS)],
+        check_specs=[
+            dg.AssetCheckSpec(
+                names.of(NUMBERING_CHECK),
+                asset=key("sessions"),
+                description="Each user written has sessions numbered 1..n in start order.",
+            )
+        ],
+        **common,
+    )
+    def sessions(context: dg.AssetExecutionContext, config: RepairConfig):
+        """Sessions by start day (a gap and a cap from the pipeline's settings), numbered per user, with landing
+        page, source, channel group, device, bot flag, conversions and revenue: only the chains that changed are
+        recomputed."""
+        pipeline, wh = steps(context)
+        repair = _days(context) if config.rebuild else None
+        done = run_step(context, lambda: refresh_sessions(wh(), pipeline, repair))
+        rules = pipeline.rules()
+        done.tables["channel_rules"] = [{"file": rules.path, "sha256": rules.digest, "rules": len(rules.rules)}]
+        gaps = done.counts.pop("users_misnumbered", 0)
+        check = dg.AssetCheckResult(
+            check_name=names.of(NUMBERING_CHECK),
+            passed=gaps == 0,
+            metadata={"users_checked": done.counts.get("users_written", 0), "users_misnumbered": gaps, "expected": 0},
+        )
+        yield from _results(context, done, calendar, check_results=[check])
+
+    @dg.asset(key=key("daily_snapshot"), deps=[dg.AssetDep(key("sessions"), partition_mapping=SAME_DAY)], **common)
+    def daily_snapshot(context: dg.AssetExecutionContext, config: RepairConfig):
+        """Users on hand per lifecycle state at the end of each day, up to the latest received day."""
+        pipeline, wh = steps(context)
+        yield from _results(
+            context, run_step(context, lambda: refresh_snapshot(wh(), pipeline, config.rebuild)), calendar
+        )
+
+    @dg.asset(
+        key=key("users"),
+        deps=[
+            dg.AssetDep(key("sessions"), partition_mapping=SAME_DAY),
+            dg.AssetDep(key("events"), partition_mapping=SAME_DAY),
+        ],
+        **common,
+    )
+    def users(context: dg.AssetExecutionContext, config: RepairConfig):
+        """One row per person: its userId, first and last seen, sessions, events, anonymous ids and first touch.
+        Only the persons whose sessions or events changed are recomputed (``rebuild``: all of them)."""
+        _, wh = steps(context)
+        yield from _results(context, run_step(context, lambda: refresh_users(wh(), repair=config.rebuild)), calendar)
+
+    return dg.Definitions(assets=[events, sessions, daily_snapshot, users])

@@ -1,0 +1,94 @@
+"""The sensors that keep a deployed instance current with no one clicking, from the one plan (``planning.py``).
+
+- ``landing_sensor``: received-day folders new or changed since their last ingest -> one ``process_job``
+  run per range of consecutive days (usually one): it ingests them and refreshes what they touched, so a
+  day costs one Spark start. Days in flight wait; days whose runs failed are requested again after a
+  backoff (the daemon has already retried each failed run; ``dagster.yaml``). A tick lists the files of the
+  recent, new and still-due days only, and every day's at the slower cadence of its full listing (``cursor.py``),
+  so its cost does not grow with the days landed.
+- ``late_data_sensor``: the derived tables are behind their inputs and nothing is ingesting (a UI backfill
+  of the landing assets, an ingest-only run, a refresh that failed) -> one ``refresh_job`` run, for one
+  partition, the latest received day; it records a materialization of every other day whose rows changed.
+"""
+
+import time
+
+import dagster as dg
+
+from sessions_assets.graph import planning
+from sessions_assets.graph.cursor import LandingCursor
+from sessions_assets.graph.names import Names
+from sessions_assets.graph.partitions import bounds
+from sessions_assets.graph.resources import pipeline_of
+from sessions_assets.warehouse.storage import LayoutError
+
+INTERVAL_SECONDS = 10
+
+
+def _retrying(attempts: planning.Attempts, now: float) -> str:
+    return f"{attempts.failures} failed run(s), next try in {attempts.waiting(now):.0f} s: {attempts.error}"
+
+
+def definitions(names: Names, calendar: dg.DailyPartitionsDefinition) -> dg.Definitions:
+    """The two sensors of an instance, on its jobs, reading its settings resource from the context (``_called``:
+    what a direct call, a test's, passes too)."""
+
+    @dg.sensor(
+        name=names.of("landing_sensor"),
+        job_name=names.of("process_job"),
+        minimum_interval_seconds=INTERVAL_SECONDS,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        required_resource_keys={names.pipeline},
+    )
+    def landing_sensor(context: dg.SensorEvaluationContext, **_called) -> dg.SensorResult:
+        """Ingest (and refresh) the received days whose files differ from what their last ingest read. The cursor
+        remembers what was already reported (folders that are not received days, failures), so each is logged
+        once, and which folders the next tick looks at."""
+        now, pipeline = time.time(), pipeline_of(context, names)
+        cursor = LandingCursor.read(context.cursor)
+        glance = cursor.glance(now, pipeline.landing_recent_days, pipeline.landing_full_listing_minutes)
+        try:
+            landing = planning.landing(pipeline.storage(), bounds(calendar), glance)
+        except LayoutError as error:
+            return dg.SensorResult(skip_reason=str(error))
+        ready = planning.ready(landing, planning.History.read(context.instance, names, now), now)
+        ignored = zip(landing.ignored, landing.describe_ignored(), strict=True)
+        messages = {f.name: f"landing folder {m}" for f, m in ignored}
+        for day, attempts in ready.waiting.items():
+            if attempts.failures:
+                messages[f"{day}:{attempts.failures}"] = f"received day {day}: {_retrying(attempts, now)}"
+        for key, message in messages.items():
+            if key not in cursor.reported:
+                context.log.warning(message)
+        requests = [
+            dg.RunRequest(run_key=key, partition_key=first.isoformat())
+            if first == last
+            else dg.RunRequest(run_key=key, tags=planning.range_tags(first, last))
+            for first, last, key in ready.requests()
+        ]
+        return dg.SensorResult(run_requests=requests, cursor=cursor.after(landing, glance, now, messages).dump())
+
+    @dg.sensor(
+        name=names.of("late_data_sensor"),
+        job_name=names.of("refresh_job"),
+        minimum_interval_seconds=INTERVAL_SECONDS,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        required_resource_keys={names.pipeline},
+    )
+    def late_data_sensor(context: dg.SensorEvaluationContext, **_called) -> dg.RunRequest | dg.SkipReason:
+        """The derived tables are behind what was ingested -> one refresh of what the received days touched."""
+        history = planning.History.read(context.instance, names)
+        if history.ingesting():
+            return dg.SkipReason("a received day is being ingested: its run refreshes, or a later tick does")
+        due = planning.backlog(pipeline_of(context, names).storage(), bounds(calendar))
+        if due is None:
+            return dg.SkipReason("every derived table has absorbed what was ingested")
+        attempts, now = history.refresh(), time.time()
+        if attempts.in_flight:
+            return dg.SkipReason("a refresh is in flight")
+        if attempts.waiting(now):
+            return dg.SkipReason(f"refresh: {_retrying(attempts, now)}")
+        context.log.info(due.describe())
+        return dg.RunRequest(run_key=due.run_key(attempts), partition_key=due.partition_key, tags=due.tags)
+
+    return dg.Definitions(sensors=[landing_sensor, late_data_sensor])
