@@ -15,7 +15,6 @@ from sessions_assets.graph.resources import PipelineResource, pipeline_of, spark
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, EVENTS, SESSIONS, USERS
 
-
 # Columns a sample never shows.
 IDENTIFYING = ("user_key", "user_id", "anonymous_id", "payload")
 

@@ -10,7 +10,6 @@ import time
 from typing import Literal
 
 import dagster as dg
-from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
 from sessions_assets.graph import planning

@@ -17,7 +17,7 @@ from sessions_assets.warehouse import layouts
 from sessions_assets.warehouse.storage import as_uri
 
 TYPE = "sessions_assets.SessionsComponent"
-PLAIN = {"ingest_job", "refresh_job", "process_job", "table_maintenance"}
+PLAIN = {"ingest_job", "refresh_job", "process_job", "table_maintenance", "forget_job"}
 
 
 def _yaml(attributes: dict) -> dict:

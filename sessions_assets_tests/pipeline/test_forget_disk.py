@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from sessions_assets.cli.main import main
-from sessions_assets.graph import checks
 from sessions_assets.engine import privacy
+from sessions_assets.graph import checks
 from sessions_assets.warehouse import journal
 from sessions_assets.warehouse.delta import DeltaLog
 from sessions_assets.warehouse.tables import ALL, EVENTS, PERSONAL, SESSIONS, USERS, Table
