@@ -141,6 +141,8 @@ class SessionsComponent(dg.Component, dg.Resolvable):
     own_domains: Annotated[str | None, _attribute("own_domains")] = None
     conversion_events: Annotated[str | None, _attribute("conversion_events")] = None
     channel_rules: Annotated[str | None, _attribute("channel_rules")] = None
+    forget_key_file: Annotated[str | None, _attribute("forget_key_file")] = None
+    forget_purge_hours: Annotated[int | None, _attribute("forget_purge_hours")] = None
 
     def settings(self) -> Settings:
         """The instance's settings: the attributes given, each other from its variable, else its default

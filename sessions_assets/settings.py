@@ -159,7 +159,8 @@ class Settings(BaseModel):
         if not home:
             root = self.data_root
             if "://" in root and not root.startswith("file:"):
-                raise SettingsError(f"{root} is not a local path: set DAGSTER_HOME to where Dagster keeps its runs.")
+                said = f"{root} is not a local path: set DAGSTER_HOME to where Dagster keeps its runs"
+                raise SettingsError([("data_root", said, False)])
             home = str(Path(root.removeprefix("file:")) / "dagster_home")
         return Path(home)
 

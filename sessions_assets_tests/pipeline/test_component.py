@@ -53,7 +53,9 @@ def test_two_instances_load_side_by_side_with_nothing_shared(tmp_path):
             jobs = {j.name for j in repository.get_all_jobs() if not j.name.startswith("__")}
             assert jobs == {f"{p}_{j}" for p in roots for j in (*PLAIN, "checks_job")}
             sensors = {s.name for s in repository.sensor_defs}
-            assert sensors == {f"{p}_{s}" for p in roots for s in ("landing_sensor", "late_data_sensor")}
+            assert sensors == {
+                f"{p}_{s}" for p in roots for s in ("landing_sensor", "late_data_sensor", "forget_sensor")
+            }
             schedules = {s.name for s in repository.schedule_defs}
             assert schedules == {f"{p}_{s}" for p in roots for s in ("daily_checks", "weekly_maintenance")}
             checks = defs.resolve_asset_graph().asset_check_keys
