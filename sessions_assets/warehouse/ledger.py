@@ -107,6 +107,17 @@ def _position(storage: Storage, table: Table, source: Table, latest: int) -> Pos
     return Position(table, source, None, latest)
 
 
+def raced(wh: Warehouse, at: Position) -> bool:
+    """Whether a step's write was not the only one to absorb input since ``at``, its position when it read: two
+    runs outside the run queue (two ``sessions-assets run`` at once) that both add the same changes to a table
+    kept by sums (``identities``, ``users``) count them twice, where Delta sees no conflict (one run's rows were
+    all new). The step then rebuilds the table whole."""
+    log = DeltaLog(wh.storage, at.table)
+    since = -1 if at.version is None else at.version
+    newer = [v for v in log.versions() if v > since]
+    return len(newer) > 1 and sum(1 for _, note in log.notes(len(newer)) if ABSORBED in note) > 1
+
+
 def behind(storage: Storage) -> list[Position]:
     """The derived tables that have not absorbed every change of their input (read from the logs, no Spark).
     Commits that change no row (``NO_DATA_CHANGE``) leave a table current."""

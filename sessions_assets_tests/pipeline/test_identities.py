@@ -4,12 +4,14 @@ arrives months late, when a run dies between the events' commit and its own, and
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from datetime import date
 
 import pytest
 
+from sessions_assets.warehouse import ledger
 from sessions_assets.warehouse.refresh import identities
-from sessions_assets.warehouse.tables import IDENTITIES
+from sessions_assets.warehouse.tables import EVENTS, IDENTITIES
 from sessions_assets_tests.arrivals import arrive_in_steps, running
 from sessions_assets_tests.expected import assert_tables_match_oracle
 from sessions_assets_tests.landing import segment, write_day
@@ -65,6 +67,38 @@ def test_a_run_killed_between_the_events_commit_and_its_own_is_caught_up_by_the_
         runner.process()
     assert calls[1] is False  # it did die after a commit of events
     assert_tables_match_oracle(warehouse_of(spark, root), root)
+
+
+def test_two_runs_catching_up_from_the_same_position_count_each_event_once(spark, tmp_path, monkeypatch):
+    """Two ``sessions-assets run`` at once, outside the run queue: both read where ``identities`` stood, both add
+    the same events; Delta sees no conflict when one run's rows were all new."""
+    root = tmp_path / "data"
+    arrive_in_steps(spark, root, [WINTER, SPRING])
+    catch_up = identities.catch_up
+
+    def dies_after_the_events_commit(wh, rebuild=False):
+        if ledger.position(wh, IDENTITIES, EVENTS).current:
+            return catch_up(wh, rebuild)
+        raise RuntimeError("killed")
+
+    monkeypatch.setattr(identities, "catch_up", dies_after_the_events_commit)
+    for day, lines in LATE_LINK.items():
+        write_day(root, day, lines)
+    with running(root) as runner:
+        with pytest.raises(Exception, match="killed"):
+            runner.defs.resolve_job_def("process_job").execute_in_process(
+                instance=runner.instance, resources=runner.resources, partition_key=JUN.isoformat()
+            )
+        monkeypatch.setattr(identities, "catch_up", catch_up)
+        wh = warehouse_of(spark, root)
+        stale = ledger.position(wh, IDENTITIES, EVENTS)
+        identities.catch_up(wh)  # one run
+        wh.compact(EVENTS)  # a version more, with no row changed: the other's absorbs up to it
+        with monkeypatch.context() as other:  # the other, which read the position before the first committed
+            other.setattr(ledger, "position", lambda *_: replace(stale, latest=wh.version(EVENTS)))
+            identities.catch_up(wh)
+        runner.process()
+    assert_tables_match_oracle(wh, root)
 
 
 def test_a_lost_identities_table_is_rebuilt_whole_by_the_next_refresh(spark, tmp_path):

@@ -35,6 +35,8 @@ def catch_up(wh: Warehouse, rebuild: bool = False) -> None:
         wh.overwrite(IDENTITIES, tallies(wh.read(EVENTS, at.latest).select(*TALLIED)), at.replacing)
     elif feed is not None:
         _absorb(wh, feed, at)
+        if ledger.raced(wh, at):
+            catch_up(wh, rebuild=True)
 
 
 def _absorb(wh: Warehouse, feed: DataFrame, at: ledger.Position) -> None:

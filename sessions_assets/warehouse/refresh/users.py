@@ -40,6 +40,8 @@ def refresh_users(wh: Warehouse, repair: bool = False) -> Outcome:
         return Outcome("up to date", at[0].latest)
     done = Outcome("incremental", at[0].latest)
     done.counts.update(_write_persons(wh, *feeds, at[0].latest, commit))
+    if ledger.raced(wh, at[0]):
+        return refresh_users(wh, repair=True)
     return done
 
 
