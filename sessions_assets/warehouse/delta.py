@@ -208,7 +208,7 @@ class Warehouse:
 
     def _add_columns(self, table: Table) -> None:
         """Schema evolution: a column of the spec that the stored table lacks is added (null in the rows
-        already stored, until a repair recomputes them; the README says how)."""
+        already stored, until a repair recomputes them; docs/operations.md says how)."""
 
         def missing() -> list:
             stored = set(self.spark.read.format("delta").load(self.uri(table)).columns)  # the schema, read once

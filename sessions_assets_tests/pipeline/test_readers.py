@@ -1,5 +1,5 @@
 """Every table reads the same outside Spark: delta-rs's query engine (``deltalake.QueryBuilder``, what the
-README shows for pandas) returns Spark's rows, every column, also from ``sessions`` once late events have
+docs/tables.md shows for pandas) returns Spark's rows, every column, also from ``sessions`` once late events have
 left deletion vectors in it."""
 
 from __future__ import annotations
