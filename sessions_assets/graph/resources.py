@@ -29,7 +29,10 @@ class SparkResource(LazyPySparkResource):
 
     def _init_session(self) -> None:
         if self._spark_session is None:
-            self._spark_session = spark.session(self.spark_config, self.remote)
+            # Dagster resolves an ``EnvVar`` when a run binds the resource; a caller using it directly (a test, a
+            # benchmark) holds the variable's name.
+            remote = self.remote.get_value() if isinstance(self.remote, dg.EnvVar) else self.remote
+            self._spark_session = spark.session(self.spark_config, remote or "")
 
 
 class PipelineResource(dg.ConfigurableResource, Settings):
