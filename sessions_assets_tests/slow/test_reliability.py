@@ -143,7 +143,7 @@ def test_hidden_files_are_reported_unread_and_a_folder_that_is_no_received_day_b
     status = run("status", "--data-root", str(root), cwd=tmp_path)
     assert (status.returncode, status.stdout) == (
         0,
-        "received days to ingest: none\nrefresh due: no\n"
+        "received days to ingest: none\nrefresh due: no\nforget requests not done: none\n"
         "skipped landing folder notes: not named received_date=YYYY-MM-DD, skipped\n",
     )
 
