@@ -26,6 +26,8 @@ from hypothesis import settings
 
 os.environ["TZ"] = "UTC"  # Python-side datetimes from Spark are rendered in the process time zone
 time.tzset()
+# The Makefile's DAGSTER_HOME is the demo's instance: a test's data root keeps its own (and its forget key) beside it.
+os.environ.pop("DAGSTER_HOME", None)
 
 # Property tests: in CI the same examples every run (a failure repeats); elsewhere new ones each run, with
 # failures kept in .hypothesis/ and replayed first. A failing example is printed with its reproduction blob.

@@ -69,7 +69,7 @@ def resources(
     its name and never a URL's token)."""
     if remote is None:
         remote = dg.EnvVar("SPARK_REMOTE") if spark.remote() else ""
-    elif isinstance(remote, str):  # config the UI shows: the run takes the token from its environment
+    elif not isinstance(remote, dg.EnvVar):  # config the UI shows: the run takes the token from its environment
         remote = spark.without_token(remote)
     return {
         names.spark: SparkResource(spark_config=spark.spark_config(**(spark_conf or {})), remote=remote),

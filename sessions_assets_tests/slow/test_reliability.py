@@ -131,7 +131,7 @@ def test_hidden_files_are_reported_unread_and_a_folder_that_is_no_received_day_b
     assert files == {
         ".late.jsonl": {"skipped": "skipped_file", "detail": HIDDEN},
         "_retry.jsonl": {"skipped": "skipped_file", "detail": HIDDEN},
-        "part-0000.jsonl": {"lines": 3, "accepted": 2, "rejected": 1},
+        "part-0000.jsonl": {"lines": 3, "accepted": 2, "rejected": 1, "suppressed": 0},
     }
     wh = Warehouse(spark, Storage(str(root)))
     unread = wh.read(REJECTED_EVENTS).where(F.col("payload").isNull()).collect()
