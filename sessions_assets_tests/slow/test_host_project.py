@@ -27,6 +27,7 @@ from sessions_assets.cli.generate import generate_landing_zone
 from sessions_assets.graph.names import REFRESH_TAG
 from sessions_assets.warehouse import jars
 from sessions_assets.warehouse.delta import DeltaLog, Warehouse
+from sessions_assets.warehouse.spark import TOKEN_VARIABLE
 from sessions_assets.warehouse.storage import Storage, as_uri
 from sessions_assets.warehouse.tables import ALL
 from sessions_assets_tests.deployed import PROJECT, DagsterDev, tag
@@ -131,6 +132,7 @@ def test_a_host_project_runs_two_instances_side_by_side(tmp_path, spark):
         "VIRTUAL_ENV": str(bin_dir.parent),
         "PATH": f"{bin_dir}:/usr/bin:/bin",
         "SPARK_REMOTE": os.environ["SPARK_REMOTE"],
+        TOKEN_VARIABLE: os.environ.get(TOKEN_VARIABLE, ""),  # the tests' server's token, as a host gives its runs
         **{f"{p.upper()}_DATA_ROOT": str(data[p]) for p in PREFIXES},
     }
     # Installed, not linked to the checkout: the package and its data files in the host's environment.
