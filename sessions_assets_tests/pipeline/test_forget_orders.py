@@ -37,7 +37,7 @@ def with_requests(draw) -> list[tuple[str, tuple]]:
 
 
 @settings(
-    max_examples=examples(2),
+    max_examples=examples(1),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
     phases=(Phase.explicit, Phase.reuse, Phase.generate),  # no shrinking: each example runs for minutes
