@@ -43,29 +43,31 @@ def test_a_link_months_late_moves_a_devices_events_of_every_day_to_the_person(sp
     assert persons == {"kim"}  # the device's anonymous events, and the link, under kim
 
 
-def test_a_run_killed_between_the_events_commit_and_its_own_is_caught_up_by_the_next(spark, tmp_path, monkeypatch):
-    root = tmp_path / "data"
-    arrive_in_steps(spark, root, [WINTER, SPRING])
+def killed_between_the_two_commits(runner, root, monkeypatch) -> None:
+    """The late link lands and its run dies after the events' commit, before identities' own."""
     catch_up = identities.catch_up
-    calls = []
 
     def dies_after_the_events_commit(wh, rebuild=False):
-        calls.append(rebuild)
-        if len(calls) == 2:  # the first catches up before the step reads; the second follows its commit
-            raise RuntimeError("killed")
-        return catch_up(wh, rebuild)
+        if ledger.position(wh, IDENTITIES, EVENTS).current:  # before the step reads: caught up
+            return catch_up(wh, rebuild)
+        raise RuntimeError("killed")
 
-    monkeypatch.setattr(identities, "catch_up", dies_after_the_events_commit)
     for day, lines in LATE_LINK.items():
         write_day(root, day, lines)
-    with running(root) as runner:
+    with monkeypatch.context() as dying:
+        dying.setattr(identities, "catch_up", dies_after_the_events_commit)
         with pytest.raises(Exception, match="killed"):
             runner.defs.resolve_job_def("process_job").execute_in_process(
                 instance=runner.instance, resources=runner.resources, partition_key=JUN.isoformat()
             )
-        monkeypatch.setattr(identities, "catch_up", catch_up)
+
+
+def test_a_run_killed_between_the_events_commit_and_its_own_is_caught_up_by_the_next(spark, tmp_path, monkeypatch):
+    root = tmp_path / "data"
+    arrive_in_steps(spark, root, [WINTER, SPRING])
+    with running(root) as runner:
+        killed_between_the_two_commits(runner, root, monkeypatch)
         runner.process()
-    assert calls[1] is False  # it did die after a commit of events
     assert_tables_match_oracle(warehouse_of(spark, root), root)
 
 
@@ -74,22 +76,8 @@ def test_two_runs_catching_up_from_the_same_position_count_each_event_once(spark
     the same events; Delta sees no conflict when one run's rows were all new."""
     root = tmp_path / "data"
     arrive_in_steps(spark, root, [WINTER, SPRING])
-    catch_up = identities.catch_up
-
-    def dies_after_the_events_commit(wh, rebuild=False):
-        if ledger.position(wh, IDENTITIES, EVENTS).current:
-            return catch_up(wh, rebuild)
-        raise RuntimeError("killed")
-
-    monkeypatch.setattr(identities, "catch_up", dies_after_the_events_commit)
-    for day, lines in LATE_LINK.items():
-        write_day(root, day, lines)
     with running(root) as runner:
-        with pytest.raises(Exception, match="killed"):
-            runner.defs.resolve_job_def("process_job").execute_in_process(
-                instance=runner.instance, resources=runner.resources, partition_key=JUN.isoformat()
-            )
-        monkeypatch.setattr(identities, "catch_up", catch_up)
+        killed_between_the_two_commits(runner, root, monkeypatch)
         wh = warehouse_of(spark, root)
         stale = ledger.position(wh, IDENTITIES, EVENTS)
         identities.catch_up(wh)  # one run
