@@ -44,6 +44,12 @@ def hashes(runner, *users: str) -> list[str]:
     return journal.user_hashes(journal.key_for(warehouse(runner), runner.resources["pipeline"]), users)
 
 
+def request_once(runner, wh, taken: list) -> None:
+    """A request to forget ida, taken the first time a hooked step calls this (``taken`` remembers it)."""
+    if not taken:
+        taken.append(journal.take(wh, journal.key_for(wh, runner.resources["pipeline"]), hashes(runner, IDA), "r1"))
+
+
 def ida_rows(wh) -> int:
     return wh.read(RAW_EVENTS).where((F.col("user_id") == IDA) | (F.col("anonymous_id") == DEVICE)).count()
 
@@ -84,10 +90,7 @@ def test_a_request_taken_while_an_ingest_judged_its_lines_is_applied_before_its_
         counted = ingest._counted
 
         def request_meanwhile(*args):
-            if not taken:
-                taken.append(
-                    journal.take(wh, journal.key_for(wh, runner.resources["pipeline"]), hashes(runner, IDA), "r1")
-                )
+            request_once(runner, wh, taken)
             return counted(*args)
 
         monkeypatch.setattr(ingest, "_counted", request_meanwhile)
@@ -111,10 +114,8 @@ def test_a_request_taken_between_an_ingests_commits_has_its_days_written_again_a
 
         def request_after_the_rows(self, table, *args, **kwargs):
             replace_where(self, table, *args, **kwargs)
-            if table is RAW_EVENTS and not taken:  # the rows are committed, the map and the record not yet
-                taken.append(
-                    journal.take(wh, journal.key_for(wh, runner.resources["pipeline"]), hashes(runner, IDA), "r1")
-                )
+            if table is RAW_EVENTS:  # the rows are committed, the map and the record not yet
+                request_once(runner, wh, taken)
 
         monkeypatch.setattr(Warehouse, "replace_where", request_after_the_rows)
         write_day(root, D2, ON_D2)
