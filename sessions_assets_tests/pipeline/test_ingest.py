@@ -11,7 +11,7 @@ from datetime import date
 import pytest
 from pyspark.sql import functions as F
 
-from sessions_assets.warehouse.tables import RAW_EVENTS, REJECTED_EVENTS, SESSIONS, USERS
+from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, RAW_EVENTS, REJECTED_EVENTS, SESSIONS, USERS
 from sessions_assets_tests.expected import assert_tables_match_oracle
 from sessions_assets_tests.landing import segment, write_day
 
@@ -89,7 +89,9 @@ def runner_wh(runner):
 @pytest.mark.scenario
 def test_a_day_ingested_again_unchanged_refreshes_to_the_same_tables(runner, data_root):
     write_day(data_root, DAY, lines("m", 3))
-    runner.process()
+    steps, _ = runner.process()
+    summed = steps[-1].metadata["daily_snapshot"]["snapshot_days_summed"]  # a first build sums every day it has
+    assert summed == runner_wh(runner).read(DAILY_SNAPSHOT).select("snapshot_date").distinct().count() > 0
     before = {t.name: sorted(map(tuple, runner_wh(runner).read(t).collect())) for t in (SESSIONS, USERS)}
     runner.ingest(DAY)  # the same files again: raw_events replaced by the same rows, nothing for events to change
     runner.process()

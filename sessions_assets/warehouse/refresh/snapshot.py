@@ -117,5 +117,7 @@ def _sum_snapshot(wh: Warehouse, changed_from: date | None, before: int) -> Outc
         done.days[row[0]] += row[1]
     wh.replace_where(DAILY_SNAPSHOT, fresh, where, Commit(note))
     done.counts["snapshot_rows_changed"] = sum(done.days.values())
+    if first == EVERY_DAY and last is not None:  # summed from the first day that has a row (rare: a rebuild)
+        first = fresh.agg(F.min("snapshot_date")).head()[0] or last + timedelta(days=1)
     done.counts["snapshot_days_summed"] = 0 if last is None or last < first else (last - first).days + 1
     return done
