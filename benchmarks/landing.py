@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' dg de
 from sessions_assets.cli.generate import generate_landing_zone  # noqa: E402
 from sessions_assets.cli.server import Server  # noqa: E402
 from sessions_assets.graph import planning  # noqa: E402
-from sessions_assets.graph.partitions import bounds, daily  # noqa: E402
+from sessions_assets.graph.partitions import bounds, calendars  # noqa: E402
 from sessions_assets.settings import Settings  # noqa: E402
 from sessions_assets.warehouse.spark import TOKEN_VARIABLE  # noqa: E402
 from sessions_assets.warehouse.storage import Storage  # noqa: E402
@@ -39,7 +39,7 @@ RESULTS = Path(__file__).parent / "results"
 def settle(dev: DagsterDev, storage: Storage, timeout: float = 900) -> float:
     started = time.monotonic()
     while time.monotonic() - started < timeout:
-        days = bounds(daily(Settings.from_env().start_date))
+        days = bounds(calendars(Settings.from_env()).received)
         if not planning.landing(storage, days).due and planning.backlog(storage, days) is None and dev.idle():
             return time.monotonic() - started
         time.sleep(1)

@@ -235,7 +235,13 @@ def ticks(log: Path, sources: tuple[str, ...], new_day: date) -> None:
             requests = _requests(log, mark)
             cursor = result.cursor
             days = sorted(
-                {r.partition_key or r.tags.get("dagster/asset_partition_range_end") for r in result.run_requests}
+                {
+                    # the received days a request ingests: its sessions/ingest tag, else (older revisions) its partitions
+                    r.tags.get("sessions/ingest", "").rpartition("..")[2]
+                    or r.partition_key
+                    or r.tags.get("dagster/asset_partition_range_end")
+                    for r in result.run_requests
+                }
             )
             print(json.dumps({"tick": name, "seconds": round(seconds, 2), "requests": requests, "requested": days}))
         for path in day_files(sources, new_day):  # one at a time: S3Proxy refuses a batch delete without MD5

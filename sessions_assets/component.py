@@ -131,6 +131,7 @@ class SessionsComponent(dg.Component, dg.Resolvable):
     landing_recent_days: Annotated[int | None, _attribute("landing_recent_days")] = None
     landing_full_listing_minutes: Annotated[int | None, _attribute("landing_full_listing_minutes")] = None
     start_date: Annotated[str | None, _attribute("start_date")] = None
+    time_zone: Annotated[str | None, _attribute("time_zone")] = None
     max_future_skew_minutes: Annotated[int | None, _attribute("max_future_skew_minutes")] = None
     max_lateness_days: Annotated[int | None, _attribute("max_lateness_days")] = None
     session_gap_minutes: Annotated[int | None, _attribute("session_gap_minutes")] = None

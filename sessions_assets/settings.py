@@ -11,8 +11,10 @@ It imports nothing of the project: the rule table and the data root's storage ar
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+import zoneinfo
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -23,6 +25,12 @@ ENV_PREFIX = "SESSIONS_"
 LAYOUTS = ("auto", "received_date", "segment")
 # What an instance's key prefix may be (``graph/names.py``): a name, as Dagster's names are.
 KEY_PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+@functools.cache
+def _zone_names() -> frozenset[str]:
+    """The zone names Python's time zone database holds (its aliases, ``US/Pacific``, and ``Etc/GMT+5`` included)."""
+    return frozenset(zoneinfo.available_timezones() | {"UTC"})
 
 
 class SettingsError(ValueError):
@@ -64,8 +72,14 @@ class Settings(BaseModel):
     )
     start_date: str = Field(
         "2020-01-01",
-        description="The first partition day (YYYY-MM-DD, read when the definitions load); earlier events are "
-        "too_late.",
+        description="The first partition day (YYYY-MM-DD, a local day of time_zone, read when the definitions load); "
+        "earlier events are too_late.",
+    )
+    time_zone: str = Field(
+        "UTC",
+        description="The business's time zone (an IANA name, e.g. America/Los_Angeles): event, session and snapshot "
+        "days, and the partitions of events, sessions, users and daily_snapshot, are its local days; received days "
+        "stay the collector's (UTC) days.",
     )
     max_future_skew_minutes: int = Field(60, description="A timestamp more than this after receivedAt is rejected.")
     max_lateness_days: int = Field(400, description="A timestamp more than this before receivedAt is rejected.")
@@ -129,6 +143,15 @@ class Settings(BaseModel):
             raise ValueError(f"{value!r} is not a day (YYYY-MM-DD)") from None
         return value
 
+    @field_validator("time_zone")
+    @classmethod
+    def _a_zone(cls, value: str) -> str:
+        if value not in _zone_names():
+            raise ValueError(
+                f"{value!r} is not an IANA time zone name (such as UTC, Europe/Berlin, America/Los_Angeles)"
+            )
+        return value
+
     @field_validator("dormant_days")
     @classmethod
     def _after_lapsing(cls, value: int, info: ValidationInfo) -> int:
@@ -179,6 +202,10 @@ class Settings(BaseModel):
     @property
     def first_day(self) -> date:
         return date.fromisoformat(self.start_date)
+
+    @property
+    def zone(self) -> zoneinfo.ZoneInfo:
+        return zoneinfo.ZoneInfo(self.time_zone)
 
     @property
     def session_gap(self) -> timedelta:

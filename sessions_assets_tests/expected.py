@@ -6,7 +6,7 @@ from collections import Counter
 from datetime import UTC, date
 from pathlib import Path
 
-from sessions_assets.graph.partitions import bounds, daily
+from sessions_assets.graph.partitions import bounds, calendars
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.storage import Storage
@@ -60,29 +60,30 @@ def oracle_rows(records: list[dict], columns) -> Counter:
     return Counter(tuple(r[c] for c in columns) for r in records)
 
 
-def expected_event(event: dict) -> dict:
-    return {**event, "event_date": event["timestamp"].date()}
-
-
 def assert_tables_match_oracle(
-    wh: Warehouse, root: Path, oracle: dict | None = None, landing: Storage | None = None, forgotten=frozenset()
+    wh: Warehouse,
+    root: Path,
+    oracle: dict | None = None,
+    landing: Storage | None = None,
+    forgotten=frozenset(),
+    time_zone: str = "UTC",
 ) -> dict:
     """Every table equals what the oracle computes from all landing lines at once (those under ``root``); returns
     the oracle. ``landing``: the data root whose landing folders were ingested, if not the warehouse's;
-    ``forgotten``: the userIds forgotten (the oracle leaves their lines out)."""
-    oracle = oracle or reference.recompute(landing_lines(root), forgotten=set(forgotten))
+    ``forgotten``: the userIds forgotten (the oracle leaves their lines out); ``time_zone``: the instance's (the
+    oracle computes its local days itself)."""
+    rules = reference.Settings(time_zone=time_zone)
+    oracle = oracle or reference.recompute(landing_lines(root), rules, forgotten=set(forgotten))
     assert rows(wh.read(RAW_EVENTS), ["message_id", "received_date", "source_id"]) == Counter(
         (e["message_id"], date.fromisoformat(e["received_date"]), e["source_id"]) for e in oracle["accepted"]
     )
-    accepted = Counter(
-        (date.fromisoformat(e["received_date"]), e["timestamp"].astimezone(UTC).date()) for e in oracle["accepted"]
-    )
+    accepted = Counter((date.fromisoformat(e["received_date"]), e["event_date"]) for e in oracle["accepted"])
     assert rows(wh.read(PARTITION_MAP), ["received_date", "event_date", "events"]) == Counter(
         (*key, n) for key, n in accepted.items()
     )
     # What the planner reads: each landing folder's fingerprint now, and its accepted lines.
     per_day = Counter(received for received, _ in accepted.elements())
-    lo, hi = bounds(daily(Settings().start_date))  # the tests' instances: the default calendar
+    lo, hi = bounds(calendars(Settings(time_zone=time_zone)).received)  # the tests' instances: the default start
     landing = landing or wh.storage
     folders = [f.day for f in landing.landing_folders() if f.day is not None and lo <= f.day <= hi]
     assert {r.received_date: (r.fingerprint, r.accepted) for r in wh.read(RECEIVED_DAYS).collect()} == {
@@ -92,9 +93,7 @@ def assert_tables_match_oracle(
     assert rows(line_rejects, ["received_date", "payload", "reason", "source_id"]) == Counter(
         (date.fromisoformat(d), payload, reason, source) for d, payload, reason, source in oracle["rejected"]
     )
-    assert rows(wh.read(EVENTS), ORACLE_EVENT_FIELDS) == oracle_rows(
-        [expected_event(e) for e in oracle["events"]], ORACLE_EVENT_FIELDS
-    )
+    assert rows(wh.read(EVENTS), ORACLE_EVENT_FIELDS) == oracle_rows(oracle["events"], ORACLE_EVENT_FIELDS)
     assert_same(rows(wh.read(SESSIONS), SESSION_COLUMNS), oracle_rows(oracle["sessions"], SESSION_COLUMNS), "sessions")
     assert_same(
         rows(wh.read(DAILY_SNAPSHOT), SNAPSHOT_COLUMNS),
@@ -113,7 +112,7 @@ def assert_identities_match(wh: Warehouse, events: list[dict]) -> None:
     for e in events:
         tally = expected.setdefault((e["user_key"], e["anonymous_id"], e["user_id"]), {"events": 0, "days": set()})
         tally["events"] += 1
-        tally["days"].add(e["timestamp"].astimezone(UTC).date())
+        tally["days"].add(e["event_date"])
         if e["user_id"] is not None and e["anonymous_id"] is not None:
             tally["link"] = max(tally.get("link", (e["timestamp"], e["message_id"])), (e["timestamp"], e["message_id"]))
     stored = {(r.user_key, r.anonymous_id, r.user_id): r for r in wh.read(IDENTITIES).collect()}

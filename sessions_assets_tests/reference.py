@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation, localcontext
 from fractions import Fraction
+from zoneinfo import ZoneInfo
 
 __all__ = [
     "Settings",
@@ -71,12 +72,46 @@ class Settings:
     stitch_identities: bool = True  # off: an event's user_key is its userId, else its anonymousId
     own_domains: tuple[str, ...] = ()  # a referrer on one of these, or under one, is no referrer
     conversion_events: tuple[str, ...] = ("Order Completed", "Signed Up")
+    time_zone: str = "UTC"  # every day but a received day is a local day of this zone (an IANA name)
 
 
 DEFAULTS = Settings()
 
 # The lifecycle states, in the order the snapshot lists them for a day.
 STATES = ("new", "active", "lapsing", "dormant", "churned")
+
+
+# --------------------------------------------------------------------------------------------------
+# Days
+# --------------------------------------------------------------------------------------------------
+
+
+def local_day(moment: datetime, settings: Settings = DEFAULTS) -> date:
+    """The date an instant falls on in the settings' time zone (Python's own zone rules)."""
+    return moment.astimezone(ZoneInfo(settings.time_zone)).date()
+
+
+@functools.cache
+def first_instant(day: date, settings: Settings = DEFAULTS) -> datetime:
+    """The first instant whose local date is ``day``: found by walking the UTC clock a minute at a time from well
+    before the day, then back a second at a time, rather than by assuming a local midnight exists or lasts 24 h.
+
+    Decision: zones change offsets on whole seconds, so a second's precision finds the instant."""
+    moment = datetime.combine(day - timedelta(days=1), datetime.min.time(), UTC)
+    while local_day(moment, settings) < day:
+        moment += timedelta(minutes=1)
+    while local_day(moment - timedelta(seconds=1), settings) == day:
+        moment -= timedelta(seconds=1)
+    return moment
+
+
+def horizon(latest_received_day: date, settings: Settings = DEFAULTS) -> date:
+    """The snapshot's last day: the last local day that has ended by the end of the latest received (UTC) day."""
+    end = datetime.combine(latest_received_day + timedelta(days=1), datetime.min.time(), UTC)
+    day = local_day(end, settings)
+    while first_instant(day + timedelta(days=1), settings) > end:
+        day -= timedelta(days=1)
+    return day
 
 
 # --------------------------------------------------------------------------------------------------
@@ -153,6 +188,17 @@ def _present_string(value) -> str | None:
     return None
 
 
+def _id(value) -> str | None:
+    """An id as Segment's warehouses read it: a JSON string with something in it, as sent, or a JSON integer's
+    decimal text (``42`` is ``"42"``); anything else is missing.
+
+    Decision: an integer is a number written without a fraction or an exponent (``_number`` keeps those with at
+    most 38 digits as ``int``); ``true`` is not one, though Python's bool is an int."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return _present_string(value)
+
+
 def _string(value) -> str | None:
     """The value when it is a JSON string (even empty), else None: names are taken as sent."""
     return value if isinstance(value, str) else None
@@ -199,13 +245,13 @@ def accept_line(line: str, settings: Settings = DEFAULTS) -> tuple[dict | None, 
         return None, "malformed_json"
 
     # 2. missing_message_id: messageId is missing or empty.
-    message_id = _present_string(message.get("messageId"))
+    message_id = _id(message.get("messageId"))
     if message_id is None:
         return None, "missing_message_id"
 
     # 3. missing_user: both userId and anonymousId are missing or empty.
-    user_id = _present_string(message.get("userId"))
-    anonymous_id = _present_string(message.get("anonymousId"))
+    user_id = _id(message.get("userId"))
+    anonymous_id = _id(message.get("anonymousId"))
     if user_id is None and anonymous_id is None:
         return None, "missing_user"
 
@@ -219,10 +265,11 @@ def accept_line(line: str, settings: Settings = DEFAULTS) -> tuple[dict | None, 
     if timestamp - received_at > timedelta(minutes=settings.max_future_skew_minutes):
         return None, "future_timestamp"
 
-    # 6. too_late: more than max_lateness_days before receivedAt, or before the start date (00:00 UTC).
+    # 6. too_late: more than max_lateness_days before receivedAt, or before the start date (a local day: its first
+    # instant).
     if received_at - timestamp > timedelta(days=settings.max_lateness_days):
         return None, "too_late"
-    if timestamp < datetime(settings.start_date.year, settings.start_date.month, settings.start_date.day, tzinfo=UTC):
+    if timestamp < first_instant(settings.start_date, settings):
         return None, "too_late"
 
     # The session key: userId when non-empty, else anonymousId.
@@ -236,6 +283,7 @@ def accept_line(line: str, settings: Settings = DEFAULTS) -> tuple[dict | None, 
         "event": _string(message.get("event")),
         "timestamp": timestamp,
         "received_at": received_at,
+        "event_date": local_day(timestamp, settings),
         "payload": line,
         **attributes(message),
         "revenue": revenue(_at(message, "properties", "revenue")),
@@ -580,7 +628,7 @@ def describe(user_key: str, number: int, events: list[dict], ended_by_cap: bool,
         "conversions": len(converted),
         "revenue": money_sum(revenues),
         "first_conversion_at": converted[0]["timestamp"] if converted else None,
-        "session_date": start.astimezone(UTC).date(),
+        "session_date": local_day(start, settings),
     }
     return {**session, "default_channel_group": channel_group(session, settings)}
 
@@ -749,7 +797,7 @@ def _ids(line: str) -> tuple[str | None, str | None] | None:
         return None
     if not isinstance(message, dict) or _has_lone_surrogate(message):
         return None
-    return _present_string(message.get("userId")), _present_string(message.get("anonymousId"))
+    return _id(message.get("userId")), _id(message.get("anonymousId"))
 
 
 def _lines_of(day) -> list[str]:
@@ -791,7 +839,7 @@ def recompute(lines_by_received_day: dict, settings: Settings = DEFAULTS, forgot
     must equal. ``forgotten``: userIds the pipeline was asked to forget, whose lines are left out (``forget``).
 
     Keys: ``accepted`` and ``rejected`` (``accept_landing``), ``events`` (deduplicated), ``sessions``,
-    ``snapshot`` (up to the horizon: the latest received day), ``users``.
+    ``snapshot`` (up to the horizon: the last local day ended by the end of the latest received day), ``users``.
     """
     if forgotten:
         lines_by_received_day = forget(lines_by_received_day, set(forgotten))
@@ -801,8 +849,8 @@ def recompute(lines_by_received_day: dict, settings: Settings = DEFAULTS, forgot
         events = stitch(events)
     sessions = sessionize(events, settings)
     if lines_by_received_day:
-        horizon = date.fromisoformat(str(max(lines_by_received_day)))
-        snapshot = daily_snapshot(sessions, horizon, settings)
+        last = horizon(date.fromisoformat(str(max(lines_by_received_day))), settings)
+        snapshot = daily_snapshot(sessions, last, settings)
     else:
         snapshot = []
     return {

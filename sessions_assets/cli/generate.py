@@ -9,7 +9,8 @@ later. Some are delivered twice: the same line again, or a retried request whose
 ``timestamp`` (sometimes across midnight, sometimes received before the original). A few come from "the
 future", and some lines are broken. Same arguments, same bytes.
 
-The oldest event delivered is up to ~90 days older than the first received day: its day is the sample's start
+The oldest event delivered is up to ~90 days older than the first received day: its local day (in the ``time_zone``
+the demo runs in; the lines themselves are the same in every zone) is the sample's start
 (``GenerateSummary.start_date``), written to ``<data root>/sample_start_date`` for ``SESSIONS_START_DATE`` (the
 Makefile's demo passes it on), so the demo's partitions begin there instead of at the default's 2020.
 """
@@ -24,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
+from sessions_assets.engine import days as local_days
 from sessions_assets.warehouse.storage import Storage
 
 # Lateness profile: share of events and the delay range each class is received with.
@@ -244,11 +246,13 @@ def generate_landing_zone(
     seed: int = 7,
     end_date: date | None = None,
     layout: str = "received_date",
+    time_zone: str = "UTC",
 ) -> GenerateSummary:
     """Write the received days under ``data_root`` (a path or a URI). ``received_date``:
     ``landing/received_date=YYYY-MM-DD/``, two files a day, one day's second file gzipped, another's named
     ``.json``. ``segment``: Segment's S3 destination, ``landing/segment-logs/<source>/<day in ms>/*.gz``, a folder
-    a day for each of three sources (``SOURCES``). The same lines either way."""
+    a day for each of three sources (``SOURCES``). The same lines either way, and in every ``time_zone``: it only
+    says which local day the oldest event falls on (the sample's start)."""
     rng = random.Random(seed)
     last = end_date or (datetime.now(UTC).date() - timedelta(days=1))
     first = last - timedelta(days=days - 1)
@@ -256,12 +260,14 @@ def generate_landing_zone(
     history = first - timedelta(days=90)  # device history older than the landing zone, for the late tail
     by_day: dict[date, list[str]] = {first + timedelta(days=i): [] for i in range(days)}
     summary = GenerateSummary([d.isoformat() for d in by_day])
+    oldest: list[datetime] = []  # the oldest event delivered so far
 
     def deliver(message: dict, received: datetime, kind: str) -> None:
         if received < horizon and received.date() >= first:
             by_day[received.date()].append(json.dumps({**message, "receivedAt": _iso(received)}))
             summary.kinds[kind] += 1
-            summary.start_date = min(summary.start_date or message["timestamp"][:10], message["timestamp"][:10])
+            moment = datetime.fromisoformat(message["timestamp"].replace("Z", "+00:00"))
+            oldest[:] = [min([*oldest, moment])]
 
     devices = [*AGENTS, *AGENTS, *APPS]
     visitors = [Visitor(f"user-{i:04d}", rng.random() < 0.15, rng.choice(devices)) for i in range(users)]
@@ -314,6 +320,7 @@ def generate_landing_zone(
         _write_segment(storage, rng, by_day, summary)
     else:
         _write(storage, rng, by_day, summary)
+    summary.start_date = local_days.day_of(oldest[0], time_zone).isoformat() if oldest else ""
     storage.write(f"{storage.root}/{START_DATE_FILE}", f"{summary.start_date}\n".encode())
     return summary
 

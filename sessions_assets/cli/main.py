@@ -5,6 +5,7 @@ keep the tables compact.
     sessions-assets run      --data-root DIR [--key-prefix P]
     sessions-assets status   --data-root DIR [--key-prefix P]
     sessions-assets repair   --data-root DIR [--key-prefix P] --from DAY [--to DAY] [--tables events,sessions,…]
+    sessions-assets reingest --data-root DIR [--key-prefix P] [--from DAY [--to DAY]]
     sessions-assets maintain --data-root DIR [--key-prefix P] [--retain-hours H]
     sessions-assets forget   --data-root DIR [--key-prefix P] --user-id U [--user-id U2 ...] [--purge-landing]
                              [--hash-only]
@@ -36,10 +37,10 @@ def _settings(args: argparse.Namespace):
 
 
 def _bounds(args: argparse.Namespace):
-    """The first and last partition days of the instance's calendar now."""
-    from sessions_assets.graph.partitions import bounds, daily
+    """The first and last received days of the instance's partitions now."""
+    from sessions_assets.graph.partitions import bounds, calendars
 
-    return bounds(daily(_settings(args).start_date))
+    return bounds(calendars(_settings(args)).received)
 
 
 def _storage(args: argparse.Namespace, landing: bool = True):
@@ -60,7 +61,12 @@ def generate(args: argparse.Namespace) -> int:
     from sessions_assets.cli.generate import generate_landing_zone
 
     summary = generate_landing_zone(
-        args.data_root, days=args.days, users=args.users, seed=args.seed, layout=args.layout
+        args.data_root,
+        days=args.days,
+        users=args.users,
+        seed=args.seed,
+        layout=args.layout,
+        time_zone=_settings(args).time_zone,  # the sample's start is the local day of its oldest event
     )
     print(summary)
     return 0
@@ -99,9 +105,14 @@ def _refresh_line(metadata: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from sessions_assets.graph import planning
+    from sessions_assets.warehouse import ledger
 
     started = time.monotonic()
     storage, days = _storage(args), _bounds(args)
+    refused = ledger.ingested_elsewhere(storage, _settings(args).time_zone)
+    if refused:
+        print(f"sessions-assets: {refused}", file=sys.stderr)
+        return 2
     landing = planning.landing(storage, days)
     for line in landing.describe_ignored():
         print(f"Skipped landing folder {line}")
@@ -137,10 +148,14 @@ def run(args: argparse.Namespace) -> int:
 def status(args: argparse.Namespace) -> int:
     from sessions_assets.cli.instance import open_instance
     from sessions_assets.graph import names_of, planning
+    from sessions_assets.warehouse import ledger
 
     storage, days = _storage(args), _bounds(args)
     landing = planning.landing(storage, days)
     refresh = planning.backlog(storage, days)
+    refused = ledger.ingested_elsewhere(storage, _settings(args).time_zone)
+    if refused:
+        print(f"refreshes wait: {refused}")
     with open_instance(args.data_root) as instance:
         history = planning.History.read(instance, names_of(_settings(args), args.key_prefix))
         now = time.time()
@@ -187,6 +202,37 @@ def repair(args: argparse.Namespace) -> int:
         runner = Runner.on(instance, _settings(args), args.key_prefix)
         try:
             print(_refresh_line(runner.repair(first, last, tables).metadata))
+        except RunFailed as failure:
+            print(f"sessions-assets: {failure}", file=sys.stderr)
+            return 1
+    return 0
+
+
+def reingest(args: argparse.Namespace) -> int:
+    from sessions_assets.cli.instance import open_instance
+    from sessions_assets.cli.runner import RunFailed, Runner
+    from sessions_assets.graph import planning
+    from sessions_assets.warehouse import ledger
+
+    settings, storage = _settings(args), _storage(args, landing=False)
+    if args.first:
+        recorded = ledger.received(storage)
+        days = [d for d in planning.days_between(args.first, args.last or args.first) if d in recorded]
+    else:
+        days = ledger.to_reingest(storage, settings.time_zone)
+    if not days:
+        print(f"Nothing to ingest again: every received day was ingested in {settings.time_zone} with today's rules.")
+        return 0
+    spans = planning.ranges(days)
+    print(f"{len(days)} received day(s) to ingest again from their stored lines in {len(spans)} run(s)", flush=True)
+    with open_instance(args.data_root) as instance:
+        runner = Runner.on(instance, settings, args.key_prefix)
+        try:
+            for first, last in spans:
+                print("\n".join(_ingest_lines(runner.reingest(first, last).metadata)), flush=True)
+            refresh = planning.backlog(storage, _bounds(args))
+            if refresh is not None:
+                print(_refresh_line(runner.refresh(refresh).metadata), flush=True)
         except RunFailed as failure:
             print(f"sessions-assets: {failure}", file=sys.stderr)
             return 1
@@ -345,13 +391,27 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("--data-root", **root)
         command.add_argument("--key-prefix", **prefix)
         command.set_defaults(func=func)
-    fix = sub.add_parser("repair", help="recompute chosen days of the derived tables whole from their inputs")
+    fix = sub.add_parser(
+        "repair",
+        help="recompute chosen local days of events and sessions whole from their inputs (users and daily_snapshot: "
+        "every row)",
+    )
     fix.add_argument("--data-root", **root)
     fix.add_argument("--key-prefix", **prefix)
     fix.add_argument("--from", dest="first", type=_day, required=True)
     fix.add_argument("--to", dest="last", type=_day)
     fix.add_argument("--tables", help="comma-separated (default: events,sessions,users,daily_snapshot)")
     fix.set_defaults(func=repair)
+    again = sub.add_parser(
+        "reingest",
+        help="judge received days' stored lines again and rebuild what they feed: after a change of time zone (the "
+        "days ingested in another one) or of the acceptance rules (the days ingested before)",
+    )
+    again.add_argument("--data-root", **root)
+    again.add_argument("--key-prefix", **prefix)
+    again.add_argument("--from", dest="first", type=_day, help="these received days instead (YYYY-MM-DD)")
+    again.add_argument("--to", dest="last", type=_day)
+    again.set_defaults(func=reingest)
     upkeep = sub.add_parser("maintain", help="compact the tables and remove files no recent version reads")
     upkeep.add_argument("--data-root", **root)
     upkeep.add_argument("--key-prefix", **prefix)

@@ -14,7 +14,8 @@ import dagster as dg
 
 from sessions_assets.graph import build, names_of, planning
 from sessions_assets.graph.forget import FORGET_JOB, FORGET_OP
-from sessions_assets.graph.partitions import bounds, daily
+from sessions_assets.graph.partitions import bounds, calendars
+from sessions_assets.graph.sensors import local_partitions
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse.storage import Storage
 
@@ -42,7 +43,7 @@ class Runner:
         self.instance, self.settings = instance, settings
         self.defs = build(settings, key_prefix, spark_remote=remote)
         self.names = names_of(settings, key_prefix)
-        self.calendar = daily(settings.start_date)
+        self.calendars = calendars(settings)
         self.storage = Storage.of(settings)
 
     @classmethod
@@ -55,8 +56,8 @@ class Runner:
         return dict(self.defs.resources or {})
 
     def bounds(self):
-        """The first and last partition days of the instance now."""
-        return bounds(self.calendar)
+        """The first and last received days of the instance's partitions now."""
+        return bounds(self.calendars.received)
 
     def _execute(self, job: str, partitions: dict, run_config: dict | None = None) -> Step:
         job = self.names.of(job)
@@ -84,15 +85,24 @@ class Runner:
 
     def ingest_and_refresh(self, first: date, last: date | None = None) -> Step:
         """Ingest received days ``first..last`` and refresh what they touched, in one run (what the landing
-        sensor launches)."""
-        return self._execute("process_job", _partitions(first, last))
+        sensor launches), recorded under their local days."""
+        last = last or first
+        local = local_partitions(self.calendars, first, last)
+        tags = {**planning.ingest_tags(first, last), **local.pop("tags", {})}
+        return self._execute("process_job", {**local, "tags": tags})
+
+    def reingest(self, first: date, last: date | None = None) -> Step:
+        """Ingest received days ``first..last`` again from the lines the tables hold (one run)."""
+        config = {"ops": {self.names.of("ingest"): {"config": {"stored_lines": True}}}}
+        return self._execute("ingest_job", _partitions(first, last), config)
 
     def refresh(self, due: planning.Backlog) -> Step:
         """The refresh the late-data sensor would launch."""
-        return self._execute("refresh_job", {"tags": due.tags, "partition_key": due.partition_key})
+        day = self.calendars.run_day(due.latest_day).isoformat()
+        return self._execute("refresh_job", {"tags": due.tags, "partition_key": day})
 
     def repair(self, first: date, last: date, tables: set[str]) -> Step:
-        """Recompute days ``first..last`` of some derived tables whole from their inputs."""
+        """Recompute local days ``first..last`` of some derived tables whole from their inputs."""
         config = {"ops": {self.names.op(name): {"config": {"rebuild": True}} for name in tables}}
         return self._execute("refresh_job", {"tags": planning.range_tags(first, last)}, config)
 

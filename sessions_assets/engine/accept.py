@@ -13,6 +13,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sessions_assets.engine import days
 from sessions_assets.settings import Settings
 
 _JSON_OPTIONS = {"mode": "PERMISSIVE", "allowNonNumericNumbers": "false", "allowSingleQuotes": "false"}
@@ -126,6 +127,11 @@ def parse(lines: DataFrame) -> DataFrame:
         ],
         F.variant_get("_m", REVENUE, "variant").alias("_revenue"),
     )
+    # An id sent as a JSON integer is its decimal text, as written: read from the line again, as text, only when one is.
+    integers = F.when(F.lit(False), F.lit(None))
+    for name in IDS:
+        integers = integers.when(_integer(F.col(f"{name}_0")), F.from_json("payload", _ID_TEXT, _JSON_OPTIONS))
+    values = values.withColumn("_ids", integers)
     strings = values.select(
         "payload",
         "source_file",
@@ -135,7 +141,8 @@ def parse(lines: DataFrame) -> DataFrame:
                 *[
                     _string(F.col(f"{name}_{n}")) if name in AS_SENT else _present(_string(F.col(f"{name}_{n}")))
                     for n in range(len(paths))
-                ]
+                ],
+                *([_integer_text(F.col(f"{name}_0"), F.col("_ids")[IDS[name]])] if name in IDS else []),
             ).alias(name)
             for name, paths in FIELDS.items()
         ],
@@ -144,12 +151,34 @@ def parse(lines: DataFrame) -> DataFrame:
     return strings.withColumns({name: parse_timestamp(F.col(name)) for name in TIMESTAMPS})
 
 
+# The ids, by the name their field has in a message: each may be sent as a JSON integer.
+IDS = {"message_id": "messageId", "user_id": "userId", "anonymous_id": "anonymousId"}
+_ID_TEXT = T.StructType([T.StructField(field, T.StringType()) for field in IDS.values()])
+# A JSON integer as Spark's JSON reader writes a number back as text: no fraction or exponent, at most 38 digits (a
+# number with either is written back with a point or an E: 42.0, 4.2E1).
+_INTEGER_TEXT = r"^-?[0-9]{1,38}\z"
+
+
+def _integer(value: Column) -> Column:
+    """Whether a JSON value is a number without a fractional part (``42``, but also ``42.0``, which ``VARIANT``
+    keeps as ``DECIMAL(2,0)``: the text tells them apart)."""
+    return F.coalesce(
+        F.schema_of_variant(value).rlike(r"^(TINYINT|SMALLINT|INT|BIGINT|DECIMAL\([0-9]+,0\))$"), F.lit(False)
+    )
+
+
+def _integer_text(value: Column, text: Column) -> Column:
+    """An id sent as a JSON integer: its decimal text (``42`` is ``"42"``), else null."""
+    return F.when(_integer(value) & text.rlike(_INTEGER_TEXT), text)
+
+
 def classify(parsed: DataFrame, settings: Settings) -> DataFrame:
     """Add ``user_key``, ``event_date`` and ``reason`` (null: accepted)."""
     df = parsed.withColumn("user_key", F.coalesce("user_id", "anonymous_id"))
     skew = F.make_dt_interval(F.lit(0), F.lit(0), F.lit(settings.max_future_skew_minutes))
     lateness = F.make_dt_interval(F.lit(settings.max_lateness_days))
-    start = F.lit(settings.start_date).cast("timestamp")
+    # The first instant of the local start day (a lateness and a skew are durations, whatever the zone).
+    start = days.instant(days.day_start(settings.first_day, settings.time_zone))
     reason = (
         F.when(F.col("malformed"), "malformed_json")
         .when(F.col("message_id").isNull(), "missing_message_id")
@@ -158,4 +187,6 @@ def classify(parsed: DataFrame, settings: Settings) -> DataFrame:
         .when(F.col("timestamp") > F.col("received_at") + skew, "future_timestamp")
         .when((F.col("timestamp") < F.col("received_at") - lateness) | (F.col("timestamp") < start), "too_late")
     )
-    return df.withColumn("reason", reason).withColumn("event_date", F.to_date("timestamp"))
+    return df.withColumn("reason", reason).withColumn(
+        "event_date", days.local_date(F.col("timestamp"), settings.time_zone)
+    )

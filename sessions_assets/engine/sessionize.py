@@ -15,7 +15,7 @@ from datetime import timedelta
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from sessions_assets.engine import channels
+from sessions_assets.engine import channels, days
 from sessions_assets.engine.schema import schema
 from sessions_assets.settings import Settings
 
@@ -158,7 +158,7 @@ def sessionize(events: DataFrame, settings: Settings) -> DataFrame:
             ((F.unix_micros("session_end") - F.unix_micros("session_start")) / 1_000_000).alias("duration_seconds"),
             F.coalesce(next_chain == F.col("chain"), F.lit(False)).alias("ended_by_cap"),
             channel.alias("default_channel_group"),
-            F.to_date("session_start").alias("session_date"),
+            days.local_date(F.col("session_start"), settings.time_zone).alias("session_date"),
         )
     )
 

@@ -2,7 +2,7 @@
 
 Nothing here is global: the calendar, the resources, the asset keys and every name come from the settings and the
 key prefix given (``names.py``), so two instances live side by side in one code location. Each part below is a
-function ``(names, calendar) -> dg.Definitions``: a new job of an instance is its module and one more line in
+function ``(names, calendars) -> dg.Definitions``: a new job of an instance is its module and one more line in
 ``PARTS``.
 """
 
@@ -15,7 +15,7 @@ import dagster as dg
 
 from sessions_assets.graph import assets, checks, forget, jobs, landing, maintenance, sensors
 from sessions_assets.graph.names import Names
-from sessions_assets.graph.partitions import daily
+from sessions_assets.graph.partitions import calendars as calendars_of
 from sessions_assets.graph.resources import checked, resources
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse.storage import as_uri
@@ -37,14 +37,14 @@ def build(
     spark_remote: str | dg.EnvVar | None = None,
     spark_conf: Mapping[str, Any] | None = None,
 ) -> dg.Definitions:
-    """The definitions of one instance: its partitions from ``settings.start_date``, its resources under keys of
+    """The definitions of one instance: its partitions from ``settings.start_date`` and ``time_zone``, its resources under keys of
     its own, its assets, checks, jobs, schedules and sensors named by ``key_prefix``. ``spark_remote``: the Spark
     Connect server its runs attach to ("" for a driver of their own; default ``SPARK_REMOTE``); ``spark_conf``:
     Spark settings over the ``SPARK_*`` variables. ``SettingsError`` when what the settings point at is not
     usable (a rule table)."""
     names = names_of(checked(settings), key_prefix)
-    calendar = daily(settings.start_date)
-    parts = [part(names, calendar) for part in PARTS]
+    calendars = calendars_of(settings)
+    parts = [part(names, calendars) for part in PARTS]
     # One process and one Spark session per run: the steps of a run share it.
     own = dg.Definitions(
         resources=resources(settings, names, spark_remote, spark_conf), executor=dg.in_process_executor

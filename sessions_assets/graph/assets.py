@@ -1,24 +1,32 @@
-"""The derived assets: each brings its table up to date with its input, or repairs the run's partitions.
+"""The derived assets, on local days: each brings its table up to date with its input, or repairs the run's days.
 
-A run covers a partition or a range of days (``planning.Backlog``, a ``process_job`` run, a UI backfill); whatever it
-covers, each asset applies every change its input has that it has not absorbed yet (``warehouse/refresh/``), so a
-re-run changes nothing. With ``rebuild: true`` in the run config it also recomputes the run's partitions
-whole from their inputs, the way to repair days whatever happened to them.
+A run covers a local day or a range (``planning.Backlog``, a ``process_job`` run, a UI backfill); whatever it covers,
+each asset applies every change its input has that it has not absorbed yet (``warehouse/refresh/``), so a re-run
+changes nothing. A UI backfill of an asset, or ``rebuild: true`` in the run config, also recomputes the run's days
+whole from their inputs (``users`` and ``daily_snapshot``: every row), the way to repair days whatever happened to
+them. A ``process_job`` run's first step ingests the received days it names before ``events`` absorbs them.
 """
 
 from datetime import date
 
 import dagster as dg
 
+from sessions_assets.graph import planning
 from sessions_assets.graph.failures import run_step
+from sessions_assets.graph.landing import ingested_first
 from sessions_assets.graph.metadata import table
 from sessions_assets.graph.names import Names
-from sessions_assets.graph.partitions import ANY_RECEIVED_DAY, SAME_DAY, SESSION_NEIGHBOURS, bounds
+from sessions_assets.graph.partitions import ANY_RECEIVED_DAY, SAME_DAY, SESSION_NEIGHBOURS, Calendars, bounds
 from sessions_assets.graph.resources import pipeline_of, spark_of
+from sessions_assets.warehouse import ledger
 from sessions_assets.warehouse.refresh import Outcome, refresh_events, refresh_sessions, refresh_snapshot, refresh_users
 
 SINGLE_RUN = dg.BackfillPolicy.single_run()
 NUMBERING_CHECK = "session_numbers_run_without_gaps"
+
+
+# The tag Dagster gives a backfill's runs.
+BACKFILL_TAG = "dagster/backfill"
 
 
 class RepairConfig(dg.Config):
@@ -28,6 +36,11 @@ class RepairConfig(dg.Config):
 def _days(context: dg.AssetExecutionContext) -> tuple[date, date]:
     keys = context.partition_key_range
     return date.fromisoformat(keys.start), date.fromisoformat(keys.end)
+
+
+def _repairs(context: dg.AssetExecutionContext, config: RepairConfig) -> bool:
+    """Whether the run recomputes its days: asked in its config, or a backfill of the asset from the UI."""
+    return config.rebuild or BACKFILL_TAG in context.run.tags
 
 
 def _results(context: dg.AssetExecutionContext, done: Outcome, calendar: dg.DailyPartitionsDefinition, **result):
@@ -48,9 +61,9 @@ def _results(context: dg.AssetExecutionContext, done: Outcome, calendar: dg.Dail
     )
 
 
-def definitions(names: Names, calendar: dg.DailyPartitionsDefinition) -> dg.Definitions:
+def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
     """The derived assets of an instance: events, sessions, users and daily_snapshot."""
-    key = names.key
+    key, calendar = names.key, calendars.local
     common = dict(
         partitions_def=calendar,
         backfill_policy=SINGLE_RUN,
@@ -60,8 +73,11 @@ def definitions(names: Names, calendar: dg.DailyPartitionsDefinition) -> dg.Defi
 
     def steps(context: dg.AssetExecutionContext):
         """The settings, and the warehouse to open inside the step (a Spark that does not start fails it in one
-        line)."""
+        line). Received days ingested in another time zone refuse the step, in one line."""
         pipeline = pipeline_of(context, names)
+        refused = ledger.ingested_elsewhere(pipeline.storage(), pipeline.time_zone)
+        if refused:
+            raise dg.Failure(description=refused)
         return pipeline, lambda: pipeline.warehouse(spark_of(context, names))
 
     @dg.asset(
@@ -74,8 +90,11 @@ def definitions(names: Names, calendar: dg.DailyPartitionsDefinition) -> dg.Defi
     )
     def events(context: dg.AssetExecutionContext, config: RepairConfig):
         """Accepted events by event day, one row per ``messageId``: the first-received copy, wherever it landed."""
+        received = planning.ingest_range(context.run.tags)
+        if received:  # a process_job run: its received days first
+            yield from ingested_first(context, names, received)
         pipeline, wh = steps(context)
-        repair = _days(context) if config.rebuild else None
+        repair = _days(context) if _repairs(context, config) else None
         yield from _results(context, run_step(context, lambda: refresh_events(wh(), pipeline, repair)), calendar)
 
     @dg.asset(
@@ -95,7 +114,7 @@ def definitions(names: Names, calendar: dg.DailyPartitionsDefinition) -> dg.Defi
         page, source, channel group, device, bot flag, conversions and revenue: only the chains that changed are
         recomputed."""
         pipeline, wh = steps(context)
-        repair = _days(context) if config.rebuild else None
+        repair = _days(context) if _repairs(context, config) else None
         done = run_step(context, lambda: refresh_sessions(wh(), pipeline, repair))
         rules = pipeline.rules()
         done.tables["channel_rules"] = [{"file": rules.path, "sha256": rules.digest, "rules": len(rules.rules)}]
@@ -112,7 +131,7 @@ def definitions(names: Names, calendar: dg.DailyPartitionsDefinition) -> dg.Defi
         """Users on hand per lifecycle state at the end of each day, up to the latest received day."""
         pipeline, wh = steps(context)
         yield from _results(
-            context, run_step(context, lambda: refresh_snapshot(wh(), pipeline, config.rebuild)), calendar
+            context, run_step(context, lambda: refresh_snapshot(wh(), pipeline, _repairs(context, config))), calendar
         )
 
     @dg.asset(
@@ -127,6 +146,7 @@ def definitions(names: Names, calendar: dg.DailyPartitionsDefinition) -> dg.Defi
         """One row per person: its userId, first and last seen, sessions, events, anonymous ids and first touch.
         Only the persons whose sessions or events changed are recomputed (``rebuild``: all of them)."""
         _, wh = steps(context)
-        yield from _results(context, run_step(context, lambda: refresh_users(wh(), repair=config.rebuild)), calendar)
+        repair = _repairs(context, config)
+        yield from _results(context, run_step(context, lambda: refresh_users(wh(), repair=repair)), calendar)
 
     return dg.Definitions(assets=[events, sessions, daily_snapshot, users])

@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame
 
 from sessions_assets.engine import invariants, privacy
 from sessions_assets.graph.names import Names
+from sessions_assets.graph.partitions import Calendars
 from sessions_assets.graph.resources import PipelineResource, pipeline_of, spark_of
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, EVENTS, SESSIONS, USERS
@@ -127,15 +128,15 @@ def _asset_check(names: Names, check, asset: str) -> dg.AssetChecksDefinition:
     return _check
 
 
-def definitions(names: Names, calendar: dg.DailyPartitionsDefinition) -> dg.Definitions:
-    """The whole-table checks of an instance, and its daily schedule of them."""
+def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
+    """The whole-table checks of an instance, and its daily schedule of them (at 06:00 in its time zone)."""
     checks = [_asset_check(names, check, asset) for check, asset in CHECKS.items()]
     job = dg.define_asset_job(names.of("checks_job"), selection=dg.AssetSelection.checks(*check_keys(names)))
     schedule = dg.ScheduleDefinition(
         name=names.of("daily_checks"),
         job=job,
         cron_schedule="0 6 * * *",
-        execution_timezone="UTC",
+        execution_timezone=calendars.time_zone,
         default_status=dg.DefaultScheduleStatus.RUNNING,
     )
     return dg.Definitions(asset_checks=checks, schedules=[schedule])

@@ -15,6 +15,7 @@ from pydantic import Field
 from sessions_assets.graph import planning
 from sessions_assets.graph.failures import run_step
 from sessions_assets.graph.names import Names
+from sessions_assets.graph.partitions import Calendars
 from sessions_assets.graph.resources import pipeline_of, spark_of
 from sessions_assets.graph.sensors import INTERVAL_SECONDS
 from sessions_assets.warehouse import forget, journal
@@ -57,7 +58,7 @@ def _summary(done: forget.Erasure, found: forget.LandingScan | None) -> dict:
     return summary
 
 
-def definitions(names: Names, calendar: dg.DailyPartitionsDefinition) -> dg.Definitions:
+def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
     @dg.op(
         name=names.of(FORGET_OP),
         out=dg.Out(dict),

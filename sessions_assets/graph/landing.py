@@ -1,7 +1,8 @@
 """The landing assets, partitioned by received day: parse the files, keep every line, map the event days.
 
 A run covers one received day or a range: the days are read in one Spark read and each table is written
-in one commit, so a UI backfill of a year of days is one run (one Spark start). The parsed rows are held
+in one commit, so a UI backfill of a year of days is one run (one Spark start). A ``process_job`` run ingests its
+received days the same way inside its first step (``ingested_first``) and records the same materializations. The parsed rows are held
 until the commits, in memory and then on the driver's local disk (``localCheckpoint``): a run needs about
 the landing files' size in local disk.
 """
@@ -13,6 +14,7 @@ import dagster as dg
 from sessions_assets.graph.failures import run_step
 from sessions_assets.graph.metadata import table
 from sessions_assets.graph.names import Names
+from sessions_assets.graph.partitions import Calendars
 from sessions_assets.graph.resources import pipeline_of, spark_of
 from sessions_assets.warehouse.ingest import ingest_days
 
@@ -63,8 +65,14 @@ def _per_source(files: list[dict]) -> dict[str, dg.MetadataValue]:
     return {"per_source": table([sources[s] for s in sorted(sources)])} if sources else {}
 
 
-def definitions(names: Names, calendar: dg.DailyPartitionsDefinition) -> dg.Definitions:
-    """The landing multi-asset of an instance."""
+class IngestConfig(dg.Config):
+    # Judge the lines the tables hold of the run's days again, not their folders: after the time zone or the
+    # acceptance rules changed (``sessions-assets reingest``); a day's folder may be gone.
+    stored_lines: bool = False
+
+
+def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
+    """The landing multi-asset of an instance, on its received days."""
 
     @dg.multi_asset(
         name=names.of("ingest"),
@@ -77,25 +85,37 @@ def definitions(names: Names, calendar: dg.DailyPartitionsDefinition) -> dg.Defi
                 names.key("partition_map"), description="Which event days each received day touched, with counts."
             ),
         ],
-        partitions_def=calendar,
+        partitions_def=calendars.received,
         group_name=names.of("landing"),
         backfill_policy=dg.BackfillPolicy.single_run(),
         required_resource_keys={names.spark, names.pipeline},
     )
-    def ingest(context: dg.AssetExecutionContext):
+    def ingest(context: dg.AssetExecutionContext, config: IngestConfig):
         """The run's received days, replaced whole in each table (the map, then the record of what was read, last)."""
-        yield from _ingest(context, names)
+        days = [date.fromisoformat(key) for key in context.partition_keys]
+        for asset, metadata in ingested(context, names, days, config.stored_lines).items():
+            yield dg.MaterializeResult(asset_key=names.key(asset), metadata=metadata)
 
     return dg.Definitions(assets=[ingest])
 
 
-def _ingest(context: dg.AssetExecutionContext, names: Names):
-    days = [date.fromisoformat(key) for key in context.partition_keys]
+def ingested_first(context: dg.OpExecutionContext, names: Names, days: list[date]):
+    """Ingest received days inside another step (a ``process_job`` run, which refreshes on local days after it):
+    a materialization of each landing asset for each of the days, as the landing assets' own run records."""
+    for asset, metadata in ingested(context, names, days).items():
+        for day in days:
+            yield dg.AssetMaterialization(names.key(asset), partition=day.isoformat(), metadata=metadata)
+
+
+def ingested(context: dg.OpExecutionContext, names: Names, days: list[date], stored: bool = False) -> dict[str, dict]:
+    """Ingest the received days (``stored``: from the lines the tables hold), and what each landing asset's
+    materialization says of it."""
     pipeline = pipeline_of(context, names)
     # Taken before the files are read: a file that changes during the read makes its day due again.
     storage = pipeline.storage()
-    fingerprints = {day: storage.fingerprint(day) for day in days}
-    done = run_step(context, lambda: ingest_days(pipeline.warehouse(spark_of(context, names)), pipeline, fingerprints))
+    fingerprints = {day: "" if stored else storage.fingerprint(day) for day in days}
+    wh = lambda: pipeline.warehouse(spark_of(context, names))  # noqa: E731 - Spark starts inside the step
+    done = run_step(context, lambda: ingest_days(wh(), pipeline, fingerprints, stored))
     reasons: dict[str, int] = {}
     for d in done.values():
         for reason, n in d.reasons.items():
@@ -107,9 +127,12 @@ def _ingest(context: dg.AssetExecutionContext, names: Names):
     ]
     event_days = sorted({e for d in done.values() for e in d.event_days})
     per_day = {"received_days": len(done), "per_received_day": _per_day(done)}
-    yield dg.MaterializeResult(
-        asset_key=names.key("raw_events"),
-        metadata={
+    events_per_day: dict[str, int] = {}
+    for d in done.values():
+        for day, n in d.events_per_day.items():
+            events_per_day[day.isoformat()] = events_per_day.get(day.isoformat(), 0) + n
+    return {
+        "raw_events": {
             "lines": sum(d.lines for d in done.values()),
             "accepted": sum(d.accepted for d in done.values()),
             # Lines of forgotten persons, dropped: counted here, never stored (their payloads neither).
@@ -118,21 +141,11 @@ def _ingest(context: dg.AssetExecutionContext, names: Names):
             **_per_source(files),
             **per_day,
         },
-    )
-    yield dg.MaterializeResult(
-        asset_key=names.key("rejected_events"),
-        metadata={"rejected": sum(reasons.values()), "reasons": dg.MetadataValue.json(reasons), **per_day},
-    )
-    events_per_day: dict[str, int] = {}
-    for d in done.values():
-        for day, n in d.events_per_day.items():
-            events_per_day[day.isoformat()] = events_per_day.get(day.isoformat(), 0) + n
-    yield dg.MaterializeResult(
-        asset_key=names.key("partition_map"),
-        metadata={
+        "rejected_events": {"rejected": sum(reasons.values()), "reasons": dg.MetadataValue.json(reasons), **per_day},
+        "partition_map": {
             "event_days": dg.MetadataValue.json([e.isoformat() for e in event_days]),
             "event_days_touched": len(event_days),
             "events_per_day": dg.MetadataValue.json(dict(sorted(events_per_day.items()))),
             **per_day,
         },
-    )
+    }

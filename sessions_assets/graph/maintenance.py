@@ -6,7 +6,7 @@ import dagster as dg
 
 from sessions_assets.graph import planning
 from sessions_assets.graph.names import Names
-from sessions_assets.graph.partitions import bounds
+from sessions_assets.graph.partitions import Calendars, bounds
 from sessions_assets.graph.resources import pipeline_of, spark_of
 from sessions_assets.warehouse.tables import ALL
 
@@ -18,7 +18,7 @@ class MaintenanceConfig(dg.Config):
     retain_hours: int = RETAIN_HOURS
 
 
-def definitions(names: Names, calendar: dg.DailyPartitionsDefinition) -> dg.Definitions:
+def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
     @dg.op(
         name=names.of("compact_and_vacuum"),
         description="OPTIMIZE every table; VACUUM them when no refresh is due (each has read its input's changes).",
@@ -32,7 +32,7 @@ def definitions(names: Names, calendar: dg.DailyPartitionsDefinition) -> dg.Defi
                 f"{table.name}: {metrics.get('numRemovedFiles', 0)} files into {metrics.get('numAddedFiles', 0)}"
             )
         # A refresh that is due still has to read its input's change feed: keep those files until it has.
-        if planning.backlog(wh.storage, bounds(calendar)) is not None:
+        if planning.backlog(wh.storage, bounds(calendars.received)) is not None:
             context.log.info("a refresh is due: VACUUM waits for the next maintenance run")
             return
         for table in ALL:

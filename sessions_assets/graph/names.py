@@ -62,11 +62,6 @@ class Names:
         return {REFRESH_TAG: self.data_root or "data"}
 
     @property
-    def ingesting(self) -> set[str]:
-        """The jobs that ingest received days (``planning.py`` reads the run history by them)."""
-        return {self.of("ingest_job"), self.of("process_job")}
-
-    @property
     def refreshing(self) -> set[str]:
         return {self.of("refresh_job"), self.of("process_job")}
 

@@ -32,6 +32,9 @@ from sessions_assets.warehouse.tables import RECEIVED_DAYS
 
 PARTITION = "dagster/partition"
 RECEIVED_DAYS_TAG = "sessions/received_days"  # a refresh run's tag: the received days it absorbs
+# A process_job run's tag: the received days (``first..last``) it ingests before it refreshes. Its partitions are
+# local days (those it is recorded under), so the received days it covers are read from here.
+INGEST_TAG = "sessions/ingest"
 IN_FLIGHT = (
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
@@ -66,13 +69,33 @@ class Attempts:
 
 
 def _run_days(run: dg.DagsterRun) -> list[date]:
-    """The partition days a run covers (one partition, or a range)."""
+    """The received days a run ingests: those its ``INGEST_TAG`` names (a ``process_job`` run), else its partitions
+    (one, or a range: an ``ingest_job`` run, a backfill of the landing assets)."""
+    if INGEST_TAG in run.tags:
+        return ingest_range(run.tags)
     if PARTITION in run.tags:
         return [date.fromisoformat(run.tags[PARTITION])]
     if RANGE_START in run.tags and RANGE_END in run.tags:
-        first, last = date.fromisoformat(run.tags[RANGE_START]), date.fromisoformat(run.tags[RANGE_END])
-        return [first + timedelta(days=n) for n in range((last - first).days + 1)]
+        return days_between(date.fromisoformat(run.tags[RANGE_START]), date.fromisoformat(run.tags[RANGE_END]))
     return []
+
+
+def days_between(first: date, last: date) -> list[date]:
+    """Every day from ``first`` to ``last``."""
+    return [first + timedelta(days=n) for n in range((last - first).days + 1)]
+
+
+def ingest_tags(first: date, last: date) -> dict[str, str]:
+    """The tag that makes a ``process_job`` run ingest received days ``first..last`` first."""
+    return {INGEST_TAG: f"{first.isoformat()}..{last.isoformat()}"}
+
+
+def ingest_range(tags: Mapping[str, str]) -> list[date]:
+    """The received days a run's tags ask it to ingest first (none: a refresh alone)."""
+    if INGEST_TAG not in tags:
+        return []
+    first, _, last = tags[INGEST_TAG].partition("..")
+    return days_between(date.fromisoformat(first), date.fromisoformat(last or first))
 
 
 def _failure(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str:
@@ -135,7 +158,11 @@ class History:
 
     def _ingests(self, run: dg.DagsterRun) -> bool:
         """A run of a job that ingests, or a UI backfill of the landing assets."""
-        return run.job_name in self.names.ingesting or self.names.key("raw_events") in (run.asset_selection or ())
+        return (
+            run.job_name == self.names.of("ingest_job")
+            or INGEST_TAG in run.tags
+            or self.names.key("raw_events") in (run.asset_selection or ())
+        )
 
     def _refreshes(self, run: dg.DagsterRun) -> bool:
         return run.job_name in self.names.refreshing or self.names.key("events") in (run.asset_selection or ())
@@ -275,8 +302,8 @@ def ready(landing: Landing, history: History, now: float | None = None) -> Ready
 class Backlog:
     """What one run of the derived assets (``names.DERIVED``) does after some received days.
 
-    The run is for the latest received day ingested: the partition every refresh changes (the snapshot runs up
-    to the latest received day holding a line).
+    The run is recorded under the local day of the latest received day ingested (``Calendars.run_day``): the
+    snapshot's horizon, the day every refresh changes.
     Each asset also records a materialization of every other day whose rows it changed: the event days the
     received days touched, their sessions' days, the snapshot days the late sessions corrected. So the UI
     shows exactly those partitions rematerialized, however far back they are, in one run.
@@ -286,10 +313,6 @@ class Backlog:
     event_days: tuple[date, ...]
     latest_day: date  # the latest received day ingested: the run's partition
     inputs: str  # the input versions the derived tables are behind: part of the run key
-
-    @property
-    def partition_key(self) -> str:
-        return self.latest_day.isoformat()
 
     @property
     def tags(self) -> dict[str, str]:
@@ -306,7 +329,7 @@ class Backlog:
             if len(days) > 3
             else ", ".join(d.isoformat() for d in days) or "no event day"
         )
-        return f"received {received} touched {touched}; refresh up to {self.latest_day}"
+        return f"received {received} touched {touched}; refresh after received day {self.latest_day}"
 
 
 def backlog(storage: Storage, days: tuple[date, date]) -> Backlog | None:

@@ -8,12 +8,13 @@ a ``remote`` URL, a session on a long-lived Spark Connect server (``warehouse/sp
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import date
 from typing import Any
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
-from sessions_assets.engine import channels
+from sessions_assets.engine import channels, days
 from sessions_assets.graph.names import Names
 from sessions_assets.settings import Settings, SettingsError
 from sessions_assets.warehouse import spark
@@ -43,7 +44,10 @@ class PipelineResource(dg.ConfigurableResource, Settings):
         return Storage.of(self)
 
     def warehouse(self, spark: LazyPySparkResource) -> Warehouse:
-        return Warehouse(spark.spark_session, self.storage())
+        """The tables, on the run's Spark session, once its JVM is known to give the days this process does."""
+        session = spark.spark_session
+        days.check_rules(session, self.time_zone, [self.first_day, date.today()])
+        return Warehouse(session, self.storage())
 
     def rules(self) -> channels.Rules:
         """The channel rule table in force."""

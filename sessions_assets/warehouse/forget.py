@@ -45,6 +45,7 @@ from sessions_assets.warehouse.journal import DONE, PENDING, REMOVED, ForgetErro
 from sessions_assets.warehouse.refresh import refresh_events, refresh_sessions, refresh_snapshot, refresh_users
 from sessions_assets.warehouse.tables import (
     DELETION_VECTORS,
+    EVENTS,
     PARTITION_MAP,
     PERSONAL,
     RAW_EVENTS,
@@ -73,7 +74,11 @@ class Erasure:
 
 
 def refresh_all(wh: Warehouse, settings: Settings) -> Counter:
-    """The usual refresh steps, in order, and the rows each changed."""
+    """The usual refresh steps, in order, and the rows each changed: in the time zone the derived tables were built
+    in, which an erasure keeps (it never waits for a changed zone to be applied: it has a legal deadline)."""
+    built = ledger.built_in(wh.storage, EVENTS).get(ledger.TIME_ZONE, settings.time_zone)
+    if built != settings.time_zone:
+        settings = Settings(**{**settings.model_dump(), "time_zone": built})
     changed = Counter()
     outcomes = (
         ("events", refresh_events(wh, settings)),

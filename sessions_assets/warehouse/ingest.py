@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from sessions_assets.engine import accept, devices, privacy
 from sessions_assets.engine.dedup import message_hash
 from sessions_assets.settings import Settings
-from sessions_assets.warehouse import journal
+from sessions_assets.warehouse import journal, ledger
 from sessions_assets.warehouse.delta import DeltaLog, Warehouse, on_days
 from sessions_assets.warehouse.spark import one_line
 from sessions_assets.warehouse.storage import LandingFile
@@ -60,9 +60,19 @@ class IngestedDay:
         return sum(self.reasons.values())
 
 
-def ingest_days(wh: Warehouse, settings: Settings, fingerprints: dict[date, str]) -> dict[date, IngestedDay]:
+def ingest_days(
+    wh: Warehouse, settings: Settings, fingerprints: dict[date, str], stored: bool = False
+) -> dict[date, IngestedDay]:
     """Parse the files of the received days (fingerprint taken before the read) in one read, and replace those
-    days in each landing table in one commit: the map after the rows, the record of what was ingested last."""
+    days in each landing table in one commit: the map after the rows, the record of what was ingested last.
+    ``stored``: judge the lines the tables hold of those days again instead (their folders may be gone), after the
+    time zone or the acceptance rules changed; each day keeps the fingerprint its latest ingest recorded."""
+    if stored:
+        recorded = ledger.received(wh.storage)
+        fingerprints = {day: recorded[day].fingerprint for day in fingerprints if day in recorded}
+        lines, count, files, broken = stored_lines(wh, sorted(fingerprints))
+        with wh.compiled(count):
+            return _replace_days(wh, settings, fingerprints, files, lines, broken)
     files = {day: wh.storage.landing_files(day) for day in sorted(fingerprints)}
     lines, count, broken, staged = read_lines(wh, [f for day in files for f in files[day] if f.skip_reason is None])
     try:
@@ -109,7 +119,7 @@ def _replace_days(
         done = _counted(judged, fingerprints, files)
         if journal.version(wh.storage) != listed.version:  # a request came while the lines were judged
             continue
-        committed = _write(wh, judged, done, files, broken, day_of)
+        committed = _write(wh, settings, judged, done, files, broken, day_of)
         now = journal.suppression(wh)
         if (now.users, now.devices) != (listed.users, listed.devices):
             journal.add(wh, hashed.get("key") or journal.load_key(settings), journal.PURGE)
@@ -176,6 +186,7 @@ def _counted(
 
 def _write(
     wh: Warehouse,
+    settings: Settings,
     judged: DataFrame,
     done: dict[date, IngestedDay],
     files: dict[date, list[LandingFile]],
@@ -232,6 +243,7 @@ def _write(
                 d.event_days,
                 raw_version,
                 datetime.now(UTC),
+                settings.time_zone,
             )
             for day, d in done.items()
         ],
@@ -239,6 +251,28 @@ def _write(
     )
     wh.replace_where(RECEIVED_DAYS, record, where)
     return [*committed, (RECEIVED_DAYS, wh.version(RECEIVED_DAYS))]
+
+
+def stored_lines(wh: Warehouse, days: list[date]) -> tuple[DataFrame, int, dict[date, list[LandingFile]], list]:
+    """The lines the tables hold of received days, as ``read_lines`` gives a folder's: one row per line
+    (``payload``, ``source_file``), how many, each day's files (those the rows name), and the files that were not
+    read whole when they were ingested (file, reason, detail), whose rejects rows carry no line."""
+    on_days = F.col("received_date").isin(days)
+    named = ("received_date", "source_file", "source_id")
+    raw = wh.read(RAW_EVENTS).where(on_days).select(*named, "payload")
+    rejects = wh.read(REJECTED_EVENTS).where(on_days)
+    lines = raw.unionByName(rejects.where("payload IS NOT NULL").select(*named, "payload")).localCheckpoint()
+    found = lines.groupBy(*named).count().collect()
+    unread = rejects.where("payload IS NULL").select(*named, "reason", "detail").collect()
+    files: dict[date, dict[str, LandingFile]] = {day: {} for day in days}
+    for row in [*found, *unread]:
+        name = row.source_file.rsplit("/", 1)[-1]
+        files[row.received_date][row.source_file] = LandingFile(
+            row.source_file, f"{row.source_id}/{name}" if row.source_id else name, "", source_id=row.source_id
+        )
+    broken = [(files[r.received_date][r.source_file], r.reason, r.detail) for r in unread]
+    listed = {day: sorted(by_uri.values(), key=lambda f: f.name) for day, by_uri in files.items()}
+    return lines.select("payload", "source_file"), sum(r["count"] for r in found), listed, broken
 
 
 def _source(file: LandingFile) -> dict[str, str]:

@@ -14,7 +14,7 @@ one that commits has moved the note with its rows. With no note (a new table) or
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 
 from pyspark.sql import DataFrame
@@ -65,6 +65,12 @@ QUIET_SINCE = "no_rows_changed_since"
 NOTE_HISTORY = 50
 
 
+# Settings a table's rows are computed with, noted in each of its commits (``Position.baked``): a table whose note
+# names other values is rebuilt whole. A note without one was written with the value here.
+TIME_ZONE, STITCHED = "time_zone", "stitched"
+BAKED_BEFORE = {TIME_ZONE: "UTC", STITCHED: False}
+
+
 @dataclass(frozen=True)
 class Position:
     """Where a derived table stands against its input."""
@@ -75,15 +81,21 @@ class Position:
     latest: int  # the input's version now
     version: int | None = None  # the table's version whose note says so (what to read it at)
     note: dict = field(default_factory=dict)  # that note whole (a step may note more than what it absorbed)
+    baked: dict = field(default_factory=dict)  # the settings the step computes rows with, noted with them
 
     @property
     def current(self) -> bool:
         return self.absorbed == self.latest
 
     @property
+    def rebaked(self) -> bool:
+        """Whether the table's rows were computed with other settings (a time zone, stitching) than the step's."""
+        return any(self.note.get(k, BAKED_BEFORE.get(k)) != v for k, v in self.baked.items())
+
+    @property
     def commit(self) -> Commit:
         """The note and transaction of the write that brings the table to ``latest``."""
-        return Commit({ABSORBED: {self.source.name: self.latest}}, (self.table.name, self.latest))
+        return Commit({ABSORBED: {self.source.name: self.latest}, **self.baked}, (self.table.name, self.latest))
 
     @property
     def replacing(self) -> Commit:
@@ -93,9 +105,10 @@ class Position:
         return Commit(self.commit.note)
 
 
-def position(wh: Warehouse, table: Table, source: Table) -> Position:
+def position(wh: Warehouse, table: Table, source: Table, **baked) -> Position:
+    """Where ``table`` stands against ``source``; ``baked``: the settings its rows are computed with (noted)."""
     wh.log(table)
-    return _position(wh.storage, table, source, wh.version(source))
+    return replace(_position(wh.storage, table, source, wh.version(source)), baked=baked)
 
 
 def _position(storage: Storage, table: Table, source: Table, latest: int) -> Position:
@@ -105,6 +118,15 @@ def _position(storage: Storage, table: Table, source: Table, latest: int) -> Pos
             # A version past the input's latest means the input was recreated: start over.
             return Position(table, source, absorbed if absorbed <= latest else None, latest, version, note)
     return Position(table, source, None, latest)
+
+
+def built_in(storage: Storage, table: Table) -> dict:
+    """The settings ``table``'s latest noted commit says its rows were computed with (``BAKED_BEFORE`` where a
+    note names none); empty for a table without a note."""
+    for _, note in DeltaLog(storage, table).notes(NOTE_HISTORY):
+        if ABSORBED in note:
+            return {k: note.get(k, v) for k, v in BAKED_BEFORE.items()}
+    return {}
 
 
 def raced(wh: Warehouse, at: Position) -> bool:
@@ -148,6 +170,13 @@ class Received:
     rejected: int
     event_days: tuple[date, ...]
     raw_version: int
+    # The zone its event days are local days of; None: ingested before days were local (in UTC) and before ids sent
+    # as JSON integers were read.
+    time_zone: str | None = None
+
+    @property
+    def zone(self) -> str:
+        return self.time_zone or BAKED_BEFORE[TIME_ZONE]
 
 
 def small_table(storage: Storage, table: Table) -> list[dict]:
@@ -181,9 +210,35 @@ def received(storage: Storage) -> dict[date, Received]:
             r["rejected"],
             tuple(r["event_days"] or ()),
             r["raw_version"],
+            r.get("time_zone"),
         )
         for r in rows
     }
+
+
+def ingested_elsewhere(storage: Storage, zone: str) -> str | None:
+    """Why refreshing in ``zone`` is refused, in one line: received days ingested in another time zone (their
+    event days, and the start day's bound, are another zone's); None when there are none."""
+    others: dict[str, list[date]] = {}
+    for day in received(storage).values():
+        if day.zone != zone:
+            others.setdefault(day.zone, []).append(day.day)
+    if not others:
+        return None
+    said = "; ".join(
+        f"{len(days)} received day(s) ({min(days)}..{max(days)}) were ingested in {name}"
+        for name, days in others.items()
+    )
+    return (
+        f"the time zone is {zone}, but {said}: run `sessions-assets reingest` to ingest them again in it and "
+        "rebuild the derived tables (refreshes wait until then; forgetting a person does not)"
+    )
+
+
+def to_reingest(storage: Storage, zone: str) -> list[date]:
+    """The received days whose stored lines are to be judged again: ingested in another time zone, or before ids
+    sent as JSON integers were read."""
+    return sorted(d.day for d in received(storage).values() if d.time_zone != zone)
 
 
 def horizon(storage: Storage) -> date | None:

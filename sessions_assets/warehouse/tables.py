@@ -103,13 +103,14 @@ PARTITION_MAP = Table(
 )
 # What each received day's latest ingest read and wrote, written after its rows: the landing folder's
 # fingerprint (so a new Dagster instance over this warehouse re-ingests nothing unchanged), its counts, the
-# event days it touched (with those an earlier ingest of the day mapped), and the ``raw_events`` version
-# its commit made (the received days a refresh has not absorbed are those past ``events``' note).
+# event days it touched (with those an earlier ingest of the day mapped), the ``raw_events`` version its commit
+# made (the received days a refresh has not absorbed are those past ``events``' note), and the time zone its event
+# days are local days of (null: UTC, a day ingested before days were local).
 RECEIVED_DAYS = Table(
     "received_days",
     schema(
         "received_date date, fingerprint string, lines long, accepted long, rejected long, event_days array<date>, "
-        "raw_version long, ingested_at timestamp"
+        "raw_version long, ingested_at timestamp, time_zone string"
     ),
     sort_by=("received_date",),
 )

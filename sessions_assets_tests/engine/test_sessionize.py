@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -37,6 +38,7 @@ def assert_like_the_oracle(spark, events, config=Settings()):  # noqa: B008 (fro
         max_session_hours=config.max_session_hours,
         own_domains=config.own_domain_list,
         conversion_events=config.conversion_event_list,
+        time_zone=config.time_zone,
     )
     assert_same(
         rows(sessionize(frame(spark, events), config), SESSION_COLUMNS),
@@ -113,3 +115,59 @@ def test_sessionize_returns_exactly_the_stored_tables_columns_and_types(spark):
 
     produced = sessionize(frame(spark, [ev(BASE)]), Settings()).schema
     assert [(f.name, f.dataType) for f in produced.fields] == [(f.name, f.dataType) for f in SESSIONS.schema.fields]
+
+
+def wall(text: str, zone: str, fold: int = 0) -> datetime:
+    """A local wall-clock time in ``zone`` (``fold=1``: the second of a repeated hour) as a UTC instant."""
+    return datetime.fromisoformat(text).replace(tzinfo=ZoneInfo(zone), fold=fold).astimezone(UTC)
+
+
+# (name, zone, the events' wall-clock times (with fold), the session days expected): gaps are real durations, so a
+# zone never changes which events form a session, only the day it is on.
+LOCAL_SESSIONS = [
+    (
+        "from_23_40_to_00_20",
+        "America/Los_Angeles",
+        [("2024-03-05 23:40", 0), ("2024-03-05 23:58", 0), ("2024-03-06 00:20", 0)],
+        ["2024-03-05"],
+    ),
+    (
+        "across_the_skipped_hour",
+        "America/Los_Angeles",
+        [("2024-03-10 01:50", 0), ("2024-03-10 03:10", 0)],
+        ["2024-03-10"],
+    ),
+    (
+        "across_the_repeated_hour",
+        "America/Los_Angeles",
+        [("2024-11-03 01:50", 0), ("2024-11-03 01:10", 1)],
+        ["2024-11-03"],
+    ),
+    ("berlin_spring", "Europe/Berlin", [("2024-03-31 01:50", 0), ("2024-03-31 03:10", 0)], ["2024-03-31"]),
+    ("berlin_autumn", "Europe/Berlin", [("2024-10-27 02:50", 0), ("2024-10-27 02:10", 1)], ["2024-10-27"]),
+    # Santiago's spring skips midnight (23:59:59 -> 01:00): a day that starts at 01:00
+    ("santiago_no_midnight", "America/Santiago", [("2024-09-07 23:50", 0), ("2024-09-08 01:05", 0)], ["2024-09-07"]),
+    (
+        "santiago_first_instant",
+        "America/Santiago",
+        [("2024-09-07 22:00", 0), ("2024-09-08 01:00", 0)],
+        ["2024-09-07", "2024-09-08"],
+    ),
+    # Havana's autumn repeats midnight (00:59:59 -> 00:00): both midnights are on the same day
+    (
+        "havana_across_the_two_midnights",
+        "America/Havana",
+        [("2024-11-03 00:50", 0), ("2024-11-03 00:05", 1)],
+        ["2024-11-03"],
+    ),
+    ("havana_second_midnight", "America/Havana", [("2024-11-03 00:10", 1)], ["2024-11-03"]),
+    ("tokyo_morning_is_the_utc_evening_before", "Asia/Tokyo", [("2024-03-10 08:00", 0)], ["2024-03-10"]),
+]
+
+
+@pytest.mark.parametrize("zone, walls, expected", [c[1:] for c in LOCAL_SESSIONS], ids=[c[0] for c in LOCAL_SESSIONS])
+def test_a_session_is_on_the_local_day_it_starts(spark, zone, walls, expected):
+    events = [ev(wall(text, zone, fold), "ann") for text, fold in walls]
+    assert_like_the_oracle(spark, events, Settings(time_zone=zone))
+    found = sorted(r.session_date for r in sessionize(frame(spark, events), Settings(time_zone=zone)).collect())
+    assert found == [date.fromisoformat(d) for d in expected]

@@ -1,5 +1,5 @@
 """Forget requests at random points of random arrivals end in the tables a full recompute gives without the
-forgotten persons' lines: the random landing zones and arrival orders of ``test_arrival_orders``, with one or two
+forgotten persons' lines: the random time zones, landing zones and arrival orders of ``test_arrival_orders``, with one or two
 persons forgotten before, between or after the received days arrive (a person forgotten before their lines arrive
 is suppressed; one of the two logged in on the device another person browses from anonymously)."""
 
@@ -18,7 +18,7 @@ from sessions_assets.warehouse.storage import Storage
 from sessions_assets_tests.arrivals import running
 from sessions_assets_tests.budget import examples
 from sessions_assets_tests.expected import assert_tables_match_oracle
-from sessions_assets_tests.pipeline.test_arrival_orders import arrivals, arrive, landing_zones
+from sessions_assets_tests.pipeline.test_arrival_orders import arrive, scenarios
 
 pytestmark = [pytest.mark.property, pytest.mark.scenario]
 
@@ -27,13 +27,14 @@ IDENTIFIED = ("ann", "bob", "dan", "eli")
 
 
 @st.composite
-def with_requests(draw) -> list[tuple[str, tuple]]:
-    """The arrival steps with one or two forget requests at random points (the first may come before any day)."""
-    steps = draw(arrivals())
+def with_requests(draw):
+    """A scenario whose arrival steps have one or two forget requests at random points (the first may come before
+    any day)."""
+    days, zone, steps = draw(scenarios())
     persons = draw(st.lists(st.sampled_from(IDENTIFIED), min_size=1, max_size=2, unique=True))
     for person in persons:
         steps.insert(draw(st.integers(0, len(steps))), ("forget", (person,)))
-    return steps
+    return days, zone, steps
 
 
 @settings(
@@ -42,9 +43,13 @@ def with_requests(draw) -> list[tuple[str, tuple]]:
     suppress_health_check=[HealthCheck.function_scoped_fixture],
     phases=(Phase.explicit, Phase.reuse, Phase.generate),  # no shrinking: each example runs for minutes
 )
-@given(zone=landing_zones(), steps=with_requests())
-def test_forget_requests_at_any_point_of_any_arrival_order_equal_a_recompute_without_them(spark, zone, steps):
-    with tempfile.TemporaryDirectory(prefix="forget-") as work, running(Path(work) / "data") as runner:
+@given(scenario=with_requests())
+def test_forget_requests_at_any_point_of_any_arrival_order_equal_a_recompute_without_them(spark, scenario):
+    days, zone, steps = scenario
+    with (
+        tempfile.TemporaryDirectory(prefix="forget-") as work,
+        running(Path(work) / "data", time_zone=days.zone) as runner,
+    ):
         root = Path(work) / "data"
         (root / "landing").mkdir(parents=True)
         wh = Warehouse(spark, Storage(str(root)))
@@ -57,5 +62,5 @@ def test_forget_requests_at_any_point_of_any_arrival_order_equal_a_recompute_wit
             else:
                 arrive(runner, root, zone, step)
         runner.process()  # a re-ingest last leaves a refresh due; a request, nothing
-        assert_tables_match_oracle(wh, root, forgotten=forgotten)
+        assert_tables_match_oracle(wh, root, forgotten=forgotten, time_zone=days.zone)
         assert all(r.state == journal.DONE for r in journal.read(wh))

@@ -16,7 +16,6 @@ from sessions_assets.warehouse.refresh import identities
 from sessions_assets.warehouse.refresh.outcome import Outcome, days_in, rebuilding, rebuilt, repair_commit
 from sessions_assets.warehouse.tables import EVENTS, RAW_EVENTS
 
-STITCHED = "stitched"
 # The materialization metadata counting each kind of row written.
 METRICS = {"insert": "rows_inserted", "update": "rows_updated", "delete": "rows_deleted"}
 
@@ -24,15 +23,17 @@ METRICS = {"insert": "rows_inserted", "update": "rows_updated", "delete": "rows_
 def refresh_events(wh: Warehouse, settings: Settings, repair: tuple[date, date] | None = None) -> Outcome:
     """Absorb the received days ingested since the last run; with ``repair``, also recompute those event days."""
     identities.catch_up(wh)  # a run killed between the events' commit and its own left it behind
-    at = ledger.position(wh, EVENTS, RAW_EVENTS)
+    # The zone (event days) and stitching (persons) are noted with each commit: a switch rebuilds the table.
+    at = ledger.position(
+        wh, EVENTS, RAW_EVENTS, **{ledger.TIME_ZONE: settings.time_zone, ledger.STITCHED: settings.stitch_identities}
+    )
     rebuild, feed = rebuilding(wh, at)
-    stitched = {STITCHED: settings.stitch_identities}  # noted with each commit: a switch rebuilds the table
-    if rebuild or at.note.get(STITCHED, False) != settings.stitch_identities:
+    if rebuild:
         kept = dedup.keep_first(wh.read(RAW_EVENTS, at.latest)).select(*EVENTS.columns)
         if settings.stitch_identities:
             kept = kept.localCheckpoint()  # read twice: its links, then its rows
             kept = identity.stitch(kept, identity.persons(kept))
-        wh.overwrite(EVENTS, kept, Commit(at.replacing.note | stitched))
+        wh.overwrite(EVENTS, kept, at.replacing)
         identities.catch_up(wh, rebuild=True)
         return rebuilt(wh, EVENTS, "event_date", at)
     done = Outcome("incremental" if feed is not None else "up to date", at.latest)
@@ -43,7 +44,7 @@ def refresh_events(wh: Warehouse, settings: Settings, repair: tuple[date, date] 
                 change = _corrections(wh, feed.select("message_hash").distinct(), at.latest)
             else:
                 change = _arrivals(wh, feed.where(F.col("_change_type") == "insert").drop("_change_type"))
-            done.add(_apply_events(wh, change, Commit(at.commit.note | stitched, at.commit.txn), settings))
+            done.add(_apply_events(wh, change, at.commit, settings))
     if repair is not None:
         on_repaired_days = F.col("event_date").between(*repair)
         stored = wh.read(EVENTS).where(on_repaired_days).select("message_hash", "anonymous_id").localCheckpoint()

@@ -43,7 +43,7 @@ def repair_commit(days: tuple[date, date]) -> Commit:
 
 def rebuilding(wh: Warehouse, at: ledger.Position) -> tuple[bool, DataFrame | None]:
     """Whether the table must be rebuilt whole, and otherwise the input's changes (None: none pending)."""
-    if at.absorbed is None:
+    if at.absorbed is None or at.rebaked:
         return True, None
     if at.current:
         return False, None

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 from decimal import Decimal
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from sessions_assets.engine import chains
+from sessions_assets.engine import days as local
 from sessions_assets.engine.sessionize import SESSIONIZED, interval, sessionize
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import ledger
@@ -38,7 +39,7 @@ METRICS = {
 def refresh_sessions(wh: Warehouse, settings: Settings, repair: tuple[date, date] | None = None) -> Outcome:
     """Recompute the chains that the events changed since the last run touch; with ``repair``, also every
     chain with an event or a session on those days."""
-    at = ledger.position(wh, SESSIONS, EVENTS)
+    at = ledger.position(wh, SESSIONS, EVENTS, **{ledger.TIME_ZONE: settings.time_zone})  # session days
     rebuild, feed = rebuilding(wh, at)
     if rebuild:
         wh.overwrite(SESSIONS, sessionize(wh.read(EVENTS, at.latest), settings), at.replacing)
@@ -64,7 +65,7 @@ def _absorb(wh: Warehouse, settings: Settings, feed: DataFrame, at: ledger.Posit
     )
 
     def events_of(touched: DataFrame) -> DataFrame:
-        stored = _stored_events(wh, touched.where("has_stored"), at.latest)
+        stored = _stored_events(wh, settings, touched.where("has_stored"), at.latest)
         return stored.unionByName(chains.within(added.select(*SESSIONIZED), touched.where("not has_stored")))
 
     return _resessionize(wh, settings, moments, events_of, at.commit)
@@ -72,35 +73,43 @@ def _absorb(wh: Warehouse, settings: Settings, feed: DataFrame, at: ledger.Posit
 
 def _repair(wh: Warehouse, settings: Settings, days: tuple[date, date]) -> Outcome:
     """Every chain with an event or a session on ``days``, recomputed from ``events``."""
-    windows = _repair_windows(wh, *days, timedelta(hours=settings.max_session_hours))
+    windows = _repair_windows(wh, settings, *days)
     version = wh.version(EVENTS)
     return _resessionize(
-        wh, settings, windows, lambda touched: _stored_events(wh, touched, version), repair_commit(days)
+        wh, settings, windows, lambda touched: _stored_events(wh, settings, touched, version), repair_commit(days)
     )
 
 
-def _repair_windows(wh: Warehouse, first: date, last: date, cap: timedelta) -> DataFrame:
-    """Every user with an event or a session on ``first..last``, dirty over those whole days and as far past
-    them as a session started on ``last`` can reach (``cap``): the sessions repaired are recomputed from
+def _repair_windows(wh: Warehouse, settings: Settings, first: date, last: date) -> DataFrame:
+    """Every user with an event or a session on the local days ``first..last``, dirty over those whole days and as
+    far past them as a session started on ``last`` can reach (a cap): the sessions repaired are recomputed from
     events even where the stored ones that continued them are lost."""
-    reach = datetime.combine(last, datetime.min.time()) + timedelta(days=1) + cap
-    with_events = wh.read(EVENTS).where(F.col("event_date").between(first, reach.date())).select("user_key")
-    with_sessions = (
-        wh.read(SESSIONS)
-        .where((F.to_date("session_start") <= F.lit(last)) & (F.to_date("session_end") >= F.lit(first)))
-        .select("user_key")
+    zone = settings.time_zone
+    start, reach = local.day_start(first, zone), local.day_end(last, zone) + settings.max_session
+    events = wh.read(EVENTS).where(F.col("event_date").between(first, local.day_of(reach, zone)))
+    sessions = wh.read(SESSIONS).where(
+        (F.col("session_date") <= F.lit(last)) & (local.local_date(F.col("session_end"), zone) >= F.lit(first))
     )
-    start, end = F.lit(first).cast("timestamp"), F.lit(reach.isoformat(sep=" ")).cast("timestamp")
     return (
-        with_events.union(with_sessions)
+        events.select("user_key")
+        .union(sessions.select("user_key"))
         .distinct()
-        .select("user_key", start.alias("dirty_from"), (end - F.expr("INTERVAL 1 MICROSECOND")).alias("dirty_to"))
+        .select(
+            "user_key",
+            local.instant(start).alias("dirty_from"),
+            local.instant(reach - timedelta(microseconds=1)).alias("dirty_to"),
+        )
     )
 
 
-def _stored_events(wh: Warehouse, touched: DataFrame, version: int) -> DataFrame:
-    """The events of ``touched`` chains, read from ``events`` (at ``version``) on the chains' days only."""
-    spanned = touched.select(F.explode(F.sequence(F.to_date("chain_start"), F.to_date("chain_end"))).alias("d"))
+def _stored_events(wh: Warehouse, settings: Settings, touched: DataFrame, version: int) -> DataFrame:
+    """The events of ``touched`` chains, read from ``events`` (at ``version``) on the chains' local days only."""
+    zone = settings.time_zone
+    spanned = touched.select(
+        F.explode(
+            F.sequence(local.local_date(F.col("chain_start"), zone), local.local_date(F.col("chain_end"), zone))
+        ).alias("d")
+    )
     events = wh.read(EVENTS, version).where(F.col("event_date").isin(days_in(spanned, "d"))).select(*SESSIONIZED)
     return chains.within(events, touched)
 
@@ -121,7 +130,7 @@ def _resessionize(
     # events before it, so sessionizing a chain from the first one read is exact, however far back the chain goes.
     reach = settings.max_session + settings.session_gap
     windows = dirty.groupBy("user_key").agg((F.min("dirty_from") - interval(reach)).alias("window_from"))
-    stored, offsets, since = _window(wh, windows)
+    stored, offsets, since = _window(wh, settings, windows)
     with wh.broadcasts(stored.count()):  # a whole history's sessions are too many to broadcast
         touched = chains.touched_chains(stored, dirty, settings.session_gap).localCheckpoint()
         fresh = sessionize(events_of(touched), settings).localCheckpoint()
@@ -146,15 +155,16 @@ def _resessionize(
     return done
 
 
-def _window(wh: Warehouse, windows: DataFrame) -> tuple[DataFrame, DataFrame, date]:
+def _window(wh: Warehouse, settings: Settings, windows: DataFrame) -> tuple[DataFrame, DataFrame, date]:
     """The stored sessions (``chains.STORED_COLUMNS``) of each user of ``windows`` (``user_key``, ``window_from``)
     that start in its window, and how many of its sessions start before it (``offset``): the days from the earliest
     window on are read, before it two narrow columns. Also returns the earliest window's day."""
-    first, last = windows.agg(F.min("window_from"), F.max("window_from")).head()
-    if first is None:  # no user is dirty: read nothing
-        first = last = datetime(9999, 12, 30)
-    # A day's slack each side: a session's day is its start's, whatever the hour.
-    since = first.date() - timedelta(days=1)
+    # A session's day is its start's local date: the days bound the reads exactly.
+    since, last = windows.agg(
+        *[local.local_date(f(F.col("window_from")), settings.time_zone) for f in (F.min, F.max)]
+    ).head()
+    if since is None:  # no user is dirty: read nothing
+        since = last = date(9999, 12, 30)
     bounded = F.broadcast(windows)
     sessions = wh.read(SESSIONS)
     stored = (
@@ -166,7 +176,7 @@ def _window(wh: Warehouse, windows: DataFrame) -> tuple[DataFrame, DataFrame, da
         .localCheckpoint()
     )
     offsets = (
-        sessions.where(F.col("session_date") <= F.lit(last.date() + timedelta(days=1)))
+        sessions.where(F.col("session_date") <= F.lit(last))
         .select("user_key", "session_start")
         .join(bounded, "user_key")
         .where(F.col("session_start") < F.col("window_from"))

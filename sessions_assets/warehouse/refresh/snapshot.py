@@ -8,7 +8,7 @@ from datetime import date, timedelta
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sessions_assets.engine import lifecycle
+from sessions_assets.engine import days, lifecycle
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import ledger
 from sessions_assets.warehouse.delta import Commit, Warehouse
@@ -24,7 +24,7 @@ EVERY_DAY = date.min
 def refresh_snapshot(wh: Warehouse, settings: Settings, repair: bool = False) -> Outcome:
     """Correct the transition totals by the difference the changed users' session days make, then rewrite the
     snapshot's days from the earliest one whose totals changed (``repair``: count every user afresh)."""
-    at = ledger.position(wh, LIFECYCLE, SESSIONS)
+    at = ledger.position(wh, LIFECYCLE, SESSIONS, **{ledger.TIME_ZONE: settings.time_zone})  # the days it counts
     rebuild, feed = rebuilding(wh, at)
     done = Outcome("incremental" if feed is not None else "up to date", at.latest)
     before = wh.version(LIFECYCLE)  # the totals the snapshot may already reflect
@@ -40,7 +40,7 @@ def refresh_snapshot(wh: Warehouse, settings: Settings, repair: bool = False) ->
         # this commit a no-op rather than a second application of the same difference.
         totals = lifecycle.combined(wh.read(LIFECYCLE, at.version), difference)
         wh.overwrite(LIFECYCLE, totals, at.commit)
-    done.add(_sum_snapshot(wh, changed_from, before))
+    done.add(_sum_snapshot(wh, settings, changed_from, before))
     return done
 
 
@@ -84,13 +84,15 @@ def _first_day_to_rewrite(noted: dict, changed_from: date | None, before: int, t
     return changed_from
 
 
-def _sum_snapshot(wh: Warehouse, changed_from: date | None, before: int) -> Outcome:
+def _sum_snapshot(wh: Warehouse, settings: Settings, changed_from: date | None, before: int) -> Outcome:
     """Rewrite the snapshot's days from the first that may differ (``_first_day_to_rewrite``) from the committed
     totals, in one ``replaceWhere``. Its note names the ``lifecycle`` and ``received_days`` versions and the horizon
     it was summed to, so a run that died before this write, or lost a race to a newer one, leaves the snapshot
-    behind and the next refresh sums it again."""
+    behind and the next refresh sums it again. The horizon is the last local day that has ended by the end of the
+    latest received day."""
     ingested, totals = wh.version(RECEIVED_DAYS), wh.version(LIFECYCLE)  # before the horizon is read
-    last = ledger.horizon(wh.storage)
+    received = ledger.horizon(wh.storage)
+    last = None if received is None else days.horizon(received, settings.time_zone)
     note = {
         ledger.ABSORBED: {LIFECYCLE.name: totals, RECEIVED_DAYS.name: ingested},
         HORIZON: last.isoformat() if last else None,
