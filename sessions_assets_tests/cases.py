@@ -46,12 +46,16 @@ REJECTED = [
     ("empty_message_id", line(messageId=""), "missing_message_id"),
     ("blank_message_id", line(messageId="   "), "missing_message_id"),
     ("null_message_id", line(messageId=None), "missing_message_id"),
-    ("numeric_message_id", line(messageId=42), "missing_message_id"),
+    ("fractional_message_id", line(messageId=42.5), "missing_message_id"),
+    ("zero_fraction_message_id", line(messageId=42.0), "missing_message_id"),
+    ("exponent_message_id", line(messageId=DROP)[:-1] + ', "messageId": 4e1}', "missing_message_id"),
+    ("boolean_message_id", line(messageId=True), "missing_message_id"),
     ("object_message_id", line(messageId={"id": "m-1"}), "missing_message_id"),
     # missing_user: both userId and anonymousId missing or empty
     ("no_user_ids", line(userId=DROP, anonymousId=DROP), "missing_user"),
     ("empty_user_ids", line(userId="", anonymousId=""), "missing_user"),
-    ("null_and_numeric_user_ids", line(userId=None, anonymousId=7), "missing_user"),
+    ("null_and_fractional_user_ids", line(userId=None, anonymousId=7.5), "missing_user"),
+    ("integer_of_39_digits", line(userId=None, anonymousId=10**38), "missing_user"),
     ("blank_and_object_user_ids", line(userId=" ", anonymousId={}), "missing_user"),
     # bad_timestamp: timestamp or receivedAt missing or not ISO-8601
     ("words", line(timestamp="yesterday"), "bad_timestamp"),
@@ -143,6 +147,24 @@ ACCEPTED = [
         "u1",
         T("2024-03-17 00:30"),
     ),
+]
+
+
+# (name, line, its ids as read: messageId, userId, anonymousId): an id sent as a JSON integer is its decimal text,
+# as Segment's warehouses read it; one with a fraction or an exponent, or of more than 38 digits, is none.
+IDS = [
+    ("integer_message_id", line(messageId=42), ("42", "u1", "a-1")),
+    ("integer_user_id", line(userId=42), ("m-1", "42", "a-1")),
+    ("negative_integer_anonymous_id", line(userId=None, anonymousId=-7), ("m-1", None, "-7")),
+    ("minus_zero", line(userId=None)[:-1] + ', "anonymousId": -0}', ("m-1", None, "0")),
+    ("integer_of_38_digits", line(userId=10**37 + 1), ("m-1", str(10**37 + 1), "a-1")),
+    ("integer_past_a_long", line(userId=-(2**63) - 1), ("m-1", str(-(2**63) - 1), "a-1")),
+    ("integer_after_a_string", line()[:-1] + ', "userId": 7}', ("m-1", "7", "a-1")),
+    ("zero_fraction_user_id", line(userId=7.0), ("m-1", None, "a-1")),
+    ("exponent_user_id", line(userId=DROP)[:-1] + ', "userId": 7E0}', ("m-1", None, "a-1")),
+    ("integer_of_39_digits_user_id", line(userId=10**38), ("m-1", None, "a-1")),
+    ("boolean_user_id", line(userId=True), ("m-1", None, "a-1")),
+    ("integer_in_a_string_as_sent", line(userId="007"), ("m-1", "007", "a-1")),
 ]
 
 

@@ -39,6 +39,19 @@ def test_the_pipeline_judges_a_line_as_the_oracle_does(verdicts, index):
         assert row.event_date == event["timestamp"].date()
 
 
+@pytest.fixture(scope="module")
+def ids_read(spark):
+    """Every id case's line through ``parse`` at once: its three ids, by case name."""
+    lines = spark.createDataFrame([(text, name) for name, text, _ in cases.IDS], "payload string, source_file string")
+    return {r.source_file: (r.message_id, r.user_id, r.anonymous_id) for r in accept.parse(lines).collect()}
+
+
+@pytest.mark.parametrize("name, text, ids", cases.IDS, ids=[c[0] for c in cases.IDS])
+def test_an_id_is_read_as_the_oracle_reads_it(ids_read, name, text, ids):
+    event, _ = accept_line(text)
+    assert ids_read[name] == ids == tuple(event[k] for k in accept.IDS)
+
+
 @pytest.mark.parametrize("raw, expected", cases.REVENUES, ids=[r for r, _ in cases.REVENUES])
 def test_revenue_is_read_as_the_oracle_reads_it(spark, raw, expected):
     lines = spark.createDataFrame([(cases.with_revenue(raw), "f")], "payload string, source_file string")

@@ -44,7 +44,8 @@ LINES = [
     (line(messageId="m2", userId=None, anonymousId="dev-1"), True),  # the linked device, logged out
     (line(messageId="m3", userId="u2", anonymousId="dev-1"), False),  # another person on the device
     (line(messageId="m4", userId="", anonymousId="dev-1"), True),  # a blank userId is none
-    (line(messageId="m5", userId=1, anonymousId="dev-1"), True),  # so is a number
+    (line(messageId="m5", userId=1.5, anonymousId="dev-1"), True),  # so is a number that is not an integer
+    (line(messageId="m11", userId=1, anonymousId="dev-1"), False),  # an integer is an id: another person, "1"
     (line(messageId="m6", userId="u1", anonymousId=None, timestamp="later"), True),  # rejected, but theirs
     (line(messageId="m7", userId="U1"), False),  # another id: case counts
     (line(messageId="m8", userId=None, anonymousId="dev-2"), False),  # never linked

@@ -12,6 +12,7 @@ from datetime import date, datetime, timedelta
 
 import pytest
 
+from sessions_assets_tests import cases
 from sessions_assets_tests.cases import ACCEPTED, DROP, REJECTED, REVENUES, T, line, with_revenue
 from sessions_assets_tests.engine.events import call
 from sessions_assets_tests.reference import (
@@ -45,6 +46,13 @@ def test_a_good_line_is_accepted_and_parsed(text, user_key, timestamp):
     assert event["payload"] == text
 
 
+@pytest.mark.parametrize("text, ids", [c[1:] for c in cases.IDS], ids=[c[0] for c in cases.IDS])
+def test_an_id_sent_as_a_json_integer_is_its_decimal_text(text, ids):
+    event, reason = accept_line(text)
+    assert reason is None
+    assert (event["message_id"], event["user_id"], event["anonymous_id"]) == ids
+
+
 def test_accepted_event_fields():
     event, _ = accept_line(line(userId="", timestamp="2024-03-16T11:00:00+02:00", receivedAt="2024-03-16T09:01:00"))
     assert event == {
@@ -56,6 +64,7 @@ def test_accepted_event_fields():
         "event": "Page Viewed",
         "timestamp": T("2024-03-16 09:00"),
         "received_at": T("2024-03-16 09:01"),
+        "event_date": date(2024, 3, 16),
         "payload": event["payload"],
         "page_path": "/",
         "referrer": None,
