@@ -27,6 +27,10 @@ def assert_the_daemon_accepts(sensor: str, requests: list[dg.RunRequest], defs: 
 
 
 def days_requested(request: dg.RunRequest) -> tuple[str, str]:
+    """The received days a request ingests (a ``process_job`` run names them in a tag), else its partitions."""
+    if planning.INGEST_TAG in request.tags:
+        first, last = planning.ingest_range(request.tags)[0], planning.ingest_range(request.tags)[-1]
+        return first.isoformat(), last.isoformat()
     if request.partition_key:
         return request.partition_key, request.partition_key
     return request.tags[planning.RANGE_START], request.tags[planning.RANGE_END]
