@@ -1,7 +1,7 @@
 # Entry points. Each target sets up what it needs (a .venv with pinned packages) on a fresh machine.
 #   make demo       generate the bundled sample landing zone under ./data and run the whole pipeline, its partitions
 #                   from the sample's first event day (LAYOUT=segment: laid out as Segment's S3 destination writes
-#                   it; give it a DATA_ROOT of its own)
+#                   it; TIME_ZONE=America/Los_Angeles: local days of that zone; give either a DATA_ROOT of its own)
 #   make test       lint, then every test tier (what CI runs, via .ci/run)
 #   make test-fast  the engine and Dagster tiers (no multi-day pipeline scenarios, no processes): under 3 minutes
 #   make test-s3    the pipeline end to end on an S3-compatible server on loopback (downloads its jars)
@@ -25,7 +25,8 @@ SPARK_TOKEN_FILE := $(DAGSTER_HOME)/spark-server/token
 # Test workers, one test file each at a time, so module fixtures stay in one worker: one per core (a third on two
 # cores made the suite slower).
 TEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+# Each run ends with its 25 slowest tests and each tier's summed time (sessions_assets_tests/conftest.py).
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 .PHONY: setup demo lint test test-fast test-s3 soak dev bench clean
 
@@ -45,6 +46,9 @@ $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 	cp dagster.yaml $@
 
 LAYOUT ?= received_date
+# The time zone whose local days the demo's (and make dev's) derived tables and partitions use: an IANA name.
+TIME_ZONE ?= UTC
+demo dev: export SESSIONS_TIME_ZONE ?= $(TIME_ZONE)
 # The demo's partitions start at its sample's first event day, which `generate` writes to the data root
 # (sample_start_date, sessions_assets/cli/generate.py), unless SESSIONS_START_DATE is set; else the default's.
 SAMPLE_START = $(SESSIONS_DATA_ROOT)/sample_start_date
