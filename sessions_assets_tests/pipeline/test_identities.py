@@ -9,6 +9,7 @@ from datetime import date
 
 import pytest
 
+from sessions_assets.graph import planning
 from sessions_assets.warehouse import ledger
 from sessions_assets.warehouse.refresh import identities
 from sessions_assets.warehouse.tables import EVENTS, IDENTITIES
@@ -58,7 +59,10 @@ def killed_between_the_two_commits(runner, root, monkeypatch) -> None:
         dying.setattr(identities, "catch_up", dies_after_the_events_commit)
         with pytest.raises(Exception, match="killed"):
             runner.defs.resolve_job_def("process_job").execute_in_process(
-                instance=runner.instance, resources=runner.resources, partition_key=JUN.isoformat()
+                instance=runner.instance,
+                resources=runner.resources,
+                partition_key=JUN.isoformat(),
+                tags=planning.ingest_tags(JUN, JUN),
             )
 
 
