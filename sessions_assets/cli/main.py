@@ -153,9 +153,16 @@ def status(args: argparse.Namespace) -> int:
     storage, days = _storage(args), _bounds(args)
     landing = planning.landing(storage, days)
     refresh = planning.backlog(storage, days)
-    refused = ledger.ingested_elsewhere(storage, _settings(args).time_zone)
+    zone = _settings(args).time_zone
+    refused = ledger.ingested_elsewhere(storage, zone)
     if refused:
         print(f"refreshes wait: {refused}")
+    again = ledger.to_reingest(storage, zone)
+    if again and not refused:
+        print(
+            f"received days ingested before ids sent as JSON integers were read: {len(again)} ({again[0]}..{again[-1]}); "
+            "`sessions-assets reingest` judges their stored lines again"
+        )
     with open_instance(args.data_root) as instance:
         history = planning.History.read(instance, names_of(_settings(args), args.key_prefix))
         now = time.time()

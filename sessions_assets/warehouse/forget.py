@@ -39,7 +39,7 @@ from pyspark.sql import functions as F
 from sessions_assets.engine import accept, privacy
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import journal, ledger
-from sessions_assets.warehouse.delta import DeltaLog, Warehouse, assign
+from sessions_assets.warehouse.delta import DeltaLog, Warehouse, assign, on_days
 from sessions_assets.warehouse.ingest import STAGING, read_lines
 from sessions_assets.warehouse.journal import DONE, PENDING, REMOVED, ForgetError, Request
 from sessions_assets.warehouse.refresh import refresh_events, refresh_sessions, refresh_snapshot, refresh_users
@@ -188,13 +188,16 @@ def _remove(
         return Counter()
     tag_schema = "hash string, request_id string"
     users = wh.spark.createDataFrame(_tags(pending, everyone, devices=False), tag_schema)
-    raw = privacy.with_hashes(wh.read(RAW_EVENTS).select("user_id", "anonymous_id").distinct(), key)
-    raw = raw.localCheckpoint()
-    payloads = wh.read(REJECTED_EVENTS).where("payload IS NOT NULL").select("payload").distinct()
-    parsed = accept.parse(payloads.withColumn("source_file", F.lit(None).cast("string")))
-    rejected = privacy.with_hashes(parsed.select("payload", "user_id", "anonymous_id"), key).localCheckpoint()
+    # Lines stored before ids sent as JSON integers were read, without one of their ids: their payloads say whose
+    # (``"userId": 42`` is the person "42"), so they are matched by payload, the others by their stored ids.
+    before = [d.day for d in ledger.received(wh.storage).values() if d.time_zone is None]
+    unread = f"{on_days('t.received_date', before)} AND (t.user_id IS NULL OR t.anonymous_id IS NULL)"
+    stored_ids = _rows(wh, RAW_EVENTS, f"NOT ({unread})").select("user_id", "anonymous_id").distinct()
+    raw = privacy.with_hashes(stored_ids, key).localCheckpoint()
+    reread = _reread(_rows(wh, RAW_EVENTS, unread), key)
+    rejected = _reread(wh.read(REJECTED_EVENTS).where("payload IS NOT NULL"), key)
     found: dict[str, set[str]] = {}
-    for lines in (raw, rejected):
+    for lines in (raw, rejected, reread):
         for row in privacy.links(lines, users).collect():
             found.setdefault(row.user_hash, set()).add(row.hash)
     grown = {}
@@ -204,17 +207,18 @@ def _remove(
     everyone = [grown.get(r.request_id, r) for r in everyone]
     devices = wh.spark.createDataFrame(_tags(list(grown.values()), everyone, devices=True), tag_schema)
     plans = []
-    for table, lines, keys in (
-        (RAW_EVENTS, raw, ("user_id", "anonymous_id")),
-        (REJECTED_EVENTS, rejected, ("payload",)),
+    for table, lines, keys, rows in (
+        (RAW_EVENTS, raw, ("user_id", "anonymous_id"), f"NOT ({unread})"),
+        (RAW_EVENTS, reread, ("payload",), unread),
+        (REJECTED_EVENTS, rejected, ("payload",), "TRUE"),
     ):
         doomed = _doomed(lines, users, devices, keys).localCheckpoint()
-        stored = wh.read(table).select("received_date", *keys)
+        stored = _rows(wh, table, rows).select("received_date", *keys)
         hit = stored.join(doomed, [stored[c].eqNullSafe(doomed[f"_{c}"]) for c in keys])
         counts = hit.groupBy("received_date", "request_id").count().collect()
-        plans.append((table, doomed, keys, counts))
+        plans.append((table, doomed, keys, counts, rows))
     removed, days = Counter(), set()
-    for table, _, _, counts in plans:
+    for table, _, _, counts, _ in plans:
         for row in counts:
             recorded = counted.add(row.request_id, table.name, row[2])
             grown[row.request_id] = replace(grown[row.request_id], removed=recorded)
@@ -223,13 +227,27 @@ def _remove(
     changed = [g for g in grown.values() if g != next(r for r in pending if r.request_id == g.request_id)]
     if changed:
         journal.update(wh, changed)
-    for table, doomed, keys, counts in plans:
+    for table, doomed, keys, counts, rows in plans:
         if counts:
             source = doomed.select(*[F.col(f"_{c}").alias(c) for c in keys]).distinct()
-            wh.merge(table, source, " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in keys), ["WHEN MATCHED THEN DELETE"])
+            on = " AND ".join([*(f"t.`{c}` <=> s.`{c}`" for c in keys), f"({rows})"])
+            wh.merge(table, source, on, ["WHEN MATCHED THEN DELETE"])
     if days or recount_all:
         _recount(wh, None if recount_all else sorted(days))
     return removed
+
+
+def _reread(stored: DataFrame, key: bytes) -> DataFrame:
+    """Stored lines' ids read from their payloads as an ingest reads them now, hashed."""
+    payloads = stored.select("payload").distinct().withColumn("source_file", F.lit(None).cast("string"))
+    parsed = accept.parse(payloads).select("payload", "user_id", "anonymous_id")
+    return privacy.with_hashes(parsed, key).localCheckpoint()
+
+
+def _rows(wh: Warehouse, table: Table, where: str) -> DataFrame:
+    """A table's rows meeting a SQL condition on its columns as ``t.<column>`` (a ``MERGE``'s target side too: it
+    names days and columns, never an id)."""
+    return wh.read(table).alias("t").where(F.expr(where))
 
 
 def _doomed(lines: DataFrame, users: DataFrame, devices: DataFrame, keys) -> DataFrame:

@@ -105,16 +105,3 @@ def test_a_changed_zone_is_refused_until_the_received_days_are_ingested_again(sp
         runner.refresh(planning.backlog(storage, runner.bounds()))
     assert ledger.ingested_elsewhere(storage, LA) is None
     assert_tables_match_oracle(Warehouse(spark, storage), root, time_zone=LA)
-
-
-def test_an_integer_user_id_is_a_person_and_links_the_device_it_logs_in_on(spark, tmp_path):
-    root = tmp_path / "data"
-    browsing = segment("browse", None, "2024-03-06 09:00", anonymousId="dev")
-    login = segment("login", None, "2024-03-06 09:10", anonymousId="dev")[:-1] + ', "userId": 42}'
-    server = segment("server", None, "2024-03-06 09:20", anonymousId=None)[:-1] + ', "userId": 42}'
-    write_day(root, "2024-03-06", [browsing, login, server])
-    with running(root) as runner:
-        runner.process()
-    wh = Warehouse(spark, Storage(str(root)))
-    assert session_days(wh, "42") == [(date(2024, 3, 6), 3)]
-    assert_tables_match_oracle(wh, root)
