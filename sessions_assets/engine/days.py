@@ -139,7 +139,15 @@ def check_rules(spark: SparkSession, zone: str, around: Iterable[date]) -> None:
     session and zone): the server's or cluster's JVM brings its own time zone database, which no client can pin."""
     if (id(spark), zone) in _AGREED:
         return
-    wrong = disagreements(spark, zone, around)
+    try:
+        wrong = disagreements(spark, zone, around)
+    except Exception as error:
+        if "INVALID_TIMEZONE" not in str(error)[:2000]:
+            raise
+        raise ZoneRulesDiffer(
+            f"Spark's JVM does not know the time zone {zone}, which Python's zoneinfo does: update the JVM's tzdata "
+            "(or choose the zone's canonical name)"
+        ) from None
     if wrong:
         at, theirs, ours = wrong[0]
         raise ZoneRulesDiffer(
