@@ -66,6 +66,26 @@ def pytest_xdist_make_scheduler(config, log):
     return FileOrSlowTier(config, log)
 
 
+# tier -> (its tests, their summed time): reports from every xdist worker reach this process's hook.
+_TIME_BY_TIER: dict[str, tuple[set[str], float]] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Each test's time (set-up, call and tear-down), summed by tier for the run's summary."""
+    tier = next((t.split("/")[1] for t in TIERS if report.nodeid.startswith(t)), "other")
+    tests, seconds = _TIME_BY_TIER.setdefault(tier, (set(), 0.0))
+    tests.add(report.nodeid)
+    _TIME_BY_TIER[tier] = (tests, seconds + report.duration)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Where the minutes went: each tier's tests and their summed time (spread over the workers)."""
+    if _TIME_BY_TIER:
+        terminalreporter.section("time by tier")
+        for tier, (tests, seconds) in sorted(_TIME_BY_TIER.items(), key=lambda kv: -kv[1][1]):
+            terminalreporter.write_line(f"{tier:<9} {len(tests):>4} tests {seconds:>9.1f} s")
+
+
 def pytest_configure(config):
     """Start the run's Spark Connect server, unless ``SPARK_REMOTE`` names one already: a server a developer keeps
     running between runs (``sessions-assets spark-server start``, its token exported as
