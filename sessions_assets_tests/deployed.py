@@ -166,10 +166,10 @@ class DagsterDev:
         """Every received day of ``storage`` (a data root, or several) ingested, every derived table current, and
         nothing in flight."""
         from sessions_assets.graph import planning
-        from sessions_assets.graph.partitions import bounds, daily
+        from sessions_assets.graph.partitions import bounds, calendars
         from sessions_assets.settings import Settings
 
-        days = bounds(daily(Settings().start_date))  # the tests' instances: the default calendar
+        days = bounds(calendars(Settings()).received)  # the tests' instances: the default start
         storages = storage if isinstance(storage, list | tuple) else [storage]
         done = all(not planning.landing(s, days).due and planning.backlog(s, days) is None for s in storages)
         return done and self.idle()

@@ -1,5 +1,6 @@
 """The deployed path: ``dg dev`` with its daemon, sensors switched on, days dropped into the landing zone as
-Segment's S3 destination writes them (``segment-logs/<source>/<day in ms>/``, three sources).
+Segment's S3 destination writes them (``segment-logs/<source>/<day in ms>/``, three sources), in a business's time
+zone (Los Angeles): the received days are UTC days, the derived assets' partitions its local days.
 
 Nothing here runs the project's jobs itself: the daemon evaluates the sensors (with every check it makes
 on their requests) and launches the runs in their own processes, attached to the tests' Spark Connect server,
@@ -35,6 +36,7 @@ from sessions_assets_tests.slow.commands import cli
 pytestmark = pytest.mark.slow
 TIMEOUT = 600  # per wait; a refresh under dg dev waits for its sensor tick and a Spark start
 INGEST_ASSETS = ["raw_events", "rejected_events", "partition_map"]
+ZONE = "America/Los_Angeles"
 
 
 def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path, spark, postgres, connect_server):
@@ -58,6 +60,7 @@ def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path,
     venv = Path(sys.executable).parent.parent
     env = {
         "SESSIONS_DATA_ROOT": str(data_root),
+        "SESSIONS_TIME_ZONE": ZONE,
         "TZ": "UTC",
         "VIRTUAL_ENV": str(venv),
         "PATH": f"{venv / 'bin'}:/usr/bin:/bin",
@@ -86,7 +89,12 @@ def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path,
         dev.wait_until_settled(storage, timeout=TIMEOUT)
         [first] = dev.runs()
         assert first["jobName"] == "process_job" and tag(first, "dagster/sensor_name") == "landing_sensor"
-        assert (tag(first, planning.RANGE_START), tag(first, planning.RANGE_END)) == (days[0], days[1])
+        # It ingests the two received days and is recorded under their local days, a day earlier in Los Angeles.
+        assert tag(first, planning.INGEST_TAG) == f"{days[0]}..{days[1]}"
+        assert (tag(first, planning.RANGE_START), tag(first, planning.RANGE_END)) == (
+            _before(days[0]),
+            _before(days[1]),
+        )
 
         # A user re-ingests both days from the UI: a partition backfill of the ingest assets, one run; the
         # late-data sensor then refreshes once.
@@ -128,8 +136,28 @@ def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path,
         # The partitions the late events touched are materialized, the days between them not.
         events = instance.get_materialized_partitions(dg.AssetKey("events"))
         assert events and events < set(_days_between(min(events), max(events)))
+        oracle = assert_tables_match_oracle(Warehouse(spark, storage), data_root, time_zone=ZONE)
+        # The first run's (it was not killed) are local days: every one its received days' events fall on.
+        first_days = {e["event_date"].isoformat() for e in oracle["events"] if e["received_date"] in days[:2]}
+        assert first_days <= events, first_days - events
 
-    assert_tables_match_oracle(Warehouse(spark, storage), data_root)
+        # A user backfills two local days of sessions from the UI: one run, which recomputes those days.
+        local = sorted({s["session_date"].isoformat() for s in oracle["sessions"]})[-2:]
+        dev.launch_backfill(["sessions"], local)
+        time.sleep(5)
+        dev.wait_until_settled(storage, timeout=TIMEOUT, failures_allowed=True)
+        [rerun] = [
+            r for r in dev.runs() if tag(r, "dagster/backfill") and r["assetSelection"] == [{"path": ["sessions"]}]
+        ]
+        assert rerun["status"] == "SUCCESS" and (tag(rerun, planning.RANGE_START), tag(rerun, planning.RANGE_END)) == (
+            local[0],
+            local[1],
+        )
+        records = instance.get_records_for_run(rerun["runId"], of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+        said = [r.event_log_entry.asset_materialization.metadata for r in records.records]
+        assert {m["refresh"].value for m in said if "refresh" in m} == {"repaired"}
+
+    assert_tables_match_oracle(Warehouse(spark, storage), data_root, time_zone=ZONE)
     # No run resolved a package: the jars came from disk, and no Ivy cache appeared in the new home.
     assert not list(user_home.glob(".ivy2*")), list(user_home.iterdir())
     assert ":: resolution report ::" not in dev.tail(10**9)
@@ -147,6 +175,12 @@ def _drop(by_day: dict[str, list[Path]], days: list[str], into: Path) -> None:
         for folder in by_day[day]:
             (into / folder.parent.name).mkdir(parents=True, exist_ok=True)
             shutil.move(folder, into / folder.parent.name / folder.name)
+
+
+def _before(day: str) -> str:
+    from datetime import date, timedelta
+
+    return (date.fromisoformat(day) - timedelta(days=1)).isoformat()
 
 
 def _days_between(first: str, last: str) -> list[str]:

@@ -37,6 +37,7 @@ pytestmark = pytest.mark.slow
 TIMEOUT = 600  # per wait
 PREFIXES = ("web", "app")
 LAYOUTS = {"web": "received_date", "app": "segment"}  # one instance in each collector's layout
+ZONES = {"web": "UTC", "app": "Asia/Tokyo"}  # and each in its own time zone
 COMMANDS = ("dagster-dg-cli", "dagster", "dagster-webserver")  # the distributions whose commands the host runs
 # Not part of the repository as shipped: what a checkout holds besides it.
 LEFT_OUT = {".venv", ".git", "build", "data", "dagster_home", ".pytest_cache", ".hypothesis", ".ruff_cache"}
@@ -158,7 +159,7 @@ def test_a_host_project_runs_two_instances_side_by_side(tmp_path, spark):
         done = dg_command(bin_dir, root, env, *scaffold, "--data-root", f"{{{{ env.{prefix.upper()}_DATA_ROOT }}}}")
         assert done.returncode == 0, done.stdout + done.stderr
         files[prefix] = root / "host" / "defs" / prefix / "defs.yaml"
-        text = files[prefix].read_text() + f'  landing_layout: "{LAYOUTS[prefix]}"\n'
+        text = files[prefix].read_text() + f'  landing_layout: "{LAYOUTS[prefix]}"\n  time_zone: "{ZONES[prefix]}"\n'
         files[prefix].write_text(
             text.replace('# spark_remote: "{{ env.SPARK_REMOTE }}"', 'spark_remote: "{{ env.SPARK_REMOTE }}"')
         )
@@ -173,6 +174,9 @@ def test_a_host_project_runs_two_instances_side_by_side(tmp_path, spark):
     )
     assert_check_fails_in_one_line(
         bin_dir, root, env, files["app"], app.replace('key_prefix: "app"', 'key_prefix: "web"'), "key_prefix"
+    )
+    assert_check_fails_in_one_line(
+        bin_dir, root, env, files["app"], app.replace("Asia/Tokyo", "Asia/Atlantis"), "time_zone"
     )
     assert_check_fails_in_one_line(
         bin_dir, root, env, files["app"], app.replace("APP_DATA_ROOT", "WEB_DATA_ROOT"), "data_root"
@@ -214,7 +218,7 @@ def test_a_host_project_runs_two_instances_side_by_side(tmp_path, spark):
         }
 
     for prefix in PREFIXES:
-        assert_tables_match_oracle(Warehouse(spark, storages[prefix]), data[prefix])
+        assert_tables_match_oracle(Warehouse(spark, storages[prefix]), data[prefix], time_zone=ZONES[prefix])
     # Every run is one instance's: its job, what it materialized and its refresh tag are that instance's.
     by_prefix = {p: [r for r in runs if r["jobName"].startswith(f"{p}_")] for p in PREFIXES}
     assert sum(map(len, by_prefix.values())) == len(runs) and all(by_prefix.values()), runs
