@@ -71,6 +71,9 @@ from sessions_assets.warehouse.ledger import horizon
 from sessions_assets.warehouse.spark import TOKEN_VARIABLE, spark_config
 from sessions_assets.warehouse.storage import Storage
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' reader of the Spark UI
+from sessions_assets_tests.spark_ui import SparkUI  # noqa: E402
+
 RESULTS = Path(__file__).parent / "results"
 # Share of bursts and the delay range each is received with (a burst is a visitor's events minutes apart).
 LATENESS = {
@@ -142,6 +145,9 @@ class Measurement:
     peak_rss_mb: float = 0.0  # this process plus the Spark driver JVM
     load: list[tuple[float, float, float]] = field(default_factory=list)  # load averages at each start
     differences: dict[str, dict] = field(default_factory=dict)  # table -> rows only in one side
+    # Per repetition, step -> what it cost the Spark server (``Bill.row``: SQL executions, jobs, stages, bytes read,
+    # shuffle read, task seconds), when its UI is on (``--connect``).
+    spark: list[dict[str, list]] = field(default_factory=list)
 
 
 def _rss_mb(pid: int) -> float:
@@ -210,12 +216,35 @@ def run_method(spark, method: str, root: Path, day: date, history: int, m: Measu
             runs = [run.ingest(day)]
             naive = recompute_window(wh, Settings.from_env(data_root=str(root)), baseline_window(wh, method, day))
         wall = time.perf_counter() - started
-        steps = {s.step_key: s.end_time - s.start_time for r in runs for s in inst.get_run_step_stats(r.run_id)}
+        windows = step_windows(inst, [r.run_id for r in runs])
+        steps = {step: end - start for step, (start, end) in windows.items()}
         steps |= naive
         steps["dagster"] = wall - sum(steps.values())
     m.wall_s.append(round(wall, 2))
     m.steps_s.append({k: round(v, 2) for k, v in steps.items()})
+    if UI is not None and method == "incremental":
+        bills = {step: UI.bill(start, end) for step, (start, end) in windows.items()}
+        m.spark.append({step: list(bill.row()) for step, bill in bills.items()})
+        print(f"  Spark per step (sql, jobs, stages, bytes read, shuffle read, task s): {m.spark[-1]}", flush=True)
     m.writes = delta_writes(wh, before)
+
+
+def step_windows(inst: dg.DagsterInstance, run_ids: list[str]) -> dict[str, tuple[float, float]]:
+    """Each step's start and end (epoch seconds). A ``process_job`` run ingests inside its ``events`` step: its
+    ``ingest`` ends at the landing assets' materializations there."""
+    windows = {}
+    for run_id in run_ids:
+        for s in inst.get_run_step_stats(run_id):
+            windows[s.step_key] = (s.start_time, s.end_time)
+        landed = [
+            r.timestamp
+            for r in inst.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+            if r.event_log_entry.asset_materialization.asset_key.path[-1] == "raw_events"
+        ]
+        if landed and "events" in windows:
+            start, end = windows["events"]
+            windows["ingest"], windows["events"] = (start, max(landed)), (max(landed), end)
+    return windows
 
 
 BASELINES = ("last_60_days", "touched_days_pm1")
@@ -426,19 +455,25 @@ def markdown(report: dict) -> str:
 
 
 DRIVER_PID = 0  # the JVM holding the Spark driver: this process's, or the Spark Connect server
+UI: SparkUI | None = None  # the Spark Connect server's UI, which the benchmark turns on
 
 
 def start_spark(args):
     """A session of this process's own driver, or (``--connect``) of a Spark Connect server started for the
     benchmark, which every run then attaches to (``SPARK_REMOTE``)."""
     global DRIVER_PID
+    global UI
     if args.connect:
+        ui_port = free_port()
+        os.environ["SPARK_UI"] = "true"
+        os.environ["SPARK_CONF"] = f"{os.environ.get('SPARK_CONF', '')} spark.ui.port={ui_port}".strip()
         server = Server(args.workdir / "spark-server")
         print(server.start(port=free_port()), flush=True)
         atexit.register(server.stop)
         os.environ["SPARK_REMOTE"] = server.running()["url"]
         os.environ[TOKEN_VARIABLE] = server.token()
         DRIVER_PID = server.running()["pid"]
+        UI = SparkUI(f"http://127.0.0.1:{ui_port}")
         return SparkResource(spark_config=spark_config(), remote=os.environ["SPARK_REMOTE"]).spark_session
     from pyspark import SparkContext
 

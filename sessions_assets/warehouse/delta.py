@@ -210,8 +210,9 @@ class Warehouse:
         """Schema evolution: a column of the spec that the stored table lacks is added (null in the rows
         already stored, until a repair recomputes them; docs/operations.md says how)."""
 
-        def missing() -> list:
-            stored = set(self.spark.read.format("delta").load(self.uri(table)).columns)  # the schema, read once
+        def missing() -> list:  # the stored schema, from the log: no Spark query
+            schema = json.loads(DeltaLog(self.storage, table).metadata().get("schemaString") or '{"fields": []}')
+            stored = {f["name"] for f in schema["fields"]}
             return [f for f in table.schema.fields if f.name not in stored]
 
         absent = missing()

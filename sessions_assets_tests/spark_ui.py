@@ -1,0 +1,69 @@
+"""What a Spark server did, read from its UI's REST API: the SQL executions, jobs and stages between two instants,
+with the bytes its tasks read from storage, the shuffle they read and their run time.
+
+Only a server started with ``SPARK_UI=true`` serves it (the default is off: the plans it shows can hold a forget key's
+HMAC pads). A client cannot add a listener to a Spark Connect server, so a window of time is what tells one run's
+work from another's: count on a server no one else uses meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from dataclasses import dataclass
+from datetime import datetime
+
+
+def _epoch(stamp: str) -> float:
+    """A UI time (``2026-12-04T19:20:08.123GMT``) in seconds since the epoch."""
+    return datetime.strptime(stamp.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+
+@dataclass(frozen=True)
+class Bill:
+    """What a window of time cost the server."""
+
+    sql: int  # SQL executions, as /sql lists them
+    jobs: int
+    stages: int
+    bytes_read: int  # from storage, by the stages' tasks
+    shuffle_read: int
+    task_seconds: float  # the tasks' run time, summed
+
+    def __add__(self, other: Bill) -> Bill:
+        return Bill(*(a + b for a, b in zip(self.row(), other.row(), strict=True)))
+
+    def row(self) -> tuple:
+        return (self.sql, self.jobs, self.stages, self.bytes_read, self.shuffle_read, self.task_seconds)
+
+
+class SparkUI:
+    """The REST API of the UI at ``url`` (``http://localhost:4040``), for its one application."""
+
+    def __init__(self, url: str):
+        self.url = url.rstrip("/")
+        [app] = self._get("/api/v1/applications")
+        self.base = f"/api/v1/applications/{app['id']}"
+
+    def _get(self, path: str):
+        with urllib.request.urlopen(f"{self.url}{path}", timeout=60) as answer:
+            return json.load(answer)
+
+    def bill(self, since: float, until: float) -> Bill:
+        """What was submitted from ``since`` to ``until`` (epoch seconds). The UI settles a moment after a query
+        ends: call it a second or so later."""
+        time.sleep(1.5)
+        within = lambda stamp: since <= _epoch(stamp) <= until  # noqa: E731
+        sql = [e for e in self._get(f"{self.base}/sql?details=false&length=1000000") if within(e["submissionTime"])]
+        jobs = [j for j in self._get(f"{self.base}/jobs") if "submissionTime" in j and within(j["submissionTime"])]
+        wanted = {s for j in jobs for s in j["stageIds"]}
+        stages = [s for s in self._get(f"{self.base}/stages") if s["stageId"] in wanted and s["status"] != "SKIPPED"]
+        return Bill(
+            len(sql),
+            len(jobs),
+            len(stages),
+            sum(s.get("inputBytes", 0) for s in stages),
+            sum(s.get("shuffleReadBytes", 0) for s in stages),
+            round(sum(s.get("executorRunTime", 0) for s in stages) / 1000, 1),
+        )
