@@ -26,8 +26,10 @@ from sessions_assets_tests.spark_ui import SparkUI
 
 pytestmark = pytest.mark.slow
 
-# SQL executions of a whole run (ingest and every refresh), measured on this code; the targets are 80 and 120.
-BUDGET = {"small_day": 270, "links_and_corrections": 300}
+# SQL executions of a whole run (ingest and every refresh): 203 and 260 measured, with a little room for the
+# order the server plans them in. Most are Delta's own: each table read or written plans its files on the table's
+# state, and each version a change feed reads costs three.
+BUDGET = {"small_day": 215, "links_and_corrections": 275}
 
 HISTORY = {
     "2024-03-04": [segment(f"h4-{n}", f"u{n}", f"2024-03-04 {9 + n:02d}:00") for n in range(4)],
