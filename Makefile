@@ -66,7 +66,7 @@ lint: setup
 test: lint
 	$(PYTEST) -m "not s3"
 
-# The inner loop: half the property tests' examples (sessions_assets_tests/budget.py); `make test` draws them all.
+# The inner loop: half the property tests' examples (sessions_assets_tests/helpers/budget.py); `make test` draws them all.
 test-fast: lint
 	SESSIONS_SOAK=0.5 $(PYTEST) -m "not slow and not scenario and not s3"
 

@@ -72,7 +72,7 @@ from sessions_assets.warehouse.spark import TOKEN_VARIABLE, spark_config
 from sessions_assets.warehouse.storage import Storage
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' reader of the Spark UI
-from sessions_assets_tests.spark_ui import SparkUI  # noqa: E402
+from sessions_assets_tests.helpers.spark_ui import SparkUI  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 # Share of bursts and the delay range each is received with (a burst is a visitor's events minutes apart).

@@ -31,7 +31,7 @@ from sessions_assets.graph.partitions import bounds, calendars  # noqa: E402
 from sessions_assets.settings import Settings  # noqa: E402
 from sessions_assets.warehouse.spark import TOKEN_VARIABLE  # noqa: E402
 from sessions_assets.warehouse.storage import Storage  # noqa: E402
-from sessions_assets_tests.deployed import PROJECT, DagsterDev, free_port  # noqa: E402
+from sessions_assets_tests.helpers.deployed import PROJECT, DagsterDev, free_port  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 

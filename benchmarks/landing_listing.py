@@ -100,7 +100,7 @@ def environment(endpoint: str) -> dict[str, str]:
 def server(work: Path) -> Iterator[tuple[str, Path]]:
     """S3Proxy on a free loopback port, keeping objects in memory and logging each request it serves."""
     sys.path.insert(0, str(PROJECT))  # the slow tests' helpers; only in this process
-    from sessions_assets_tests.deployed import free_port
+    from sessions_assets_tests.helpers.deployed import free_port
     from sessions_assets_tests.slow.conftest import S3PROXY, maven_jar, start, stop, wait_for
 
     endpoint = f"http://127.0.0.1:{free_port()}"

@@ -94,7 +94,7 @@ def pytest_configure(config):
         return
     from sessions_assets.cli.server import Server
     from sessions_assets.warehouse.spark import TOKEN_VARIABLE
-    from sessions_assets_tests.deployed import free_port
+    from sessions_assets_tests.helpers.deployed import free_port
 
     server = Server(Path(tempfile.mkdtemp(prefix="sessions-assets-test-spark-")))
     server.start(port=free_port())
@@ -146,7 +146,7 @@ def warehouse(spark, settings):
 @pytest.fixture
 def runner(spark, data_root):
     """The project's jobs run in-process against a test instance (what ``sessions-assets run`` does)."""
-    from sessions_assets_tests.arrivals import running
+    from sessions_assets_tests.helpers.arrivals import running
 
     with running(data_root) as runner:
         yield runner

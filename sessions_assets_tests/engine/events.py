@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sessions_assets.engine.devices import device_class, is_bot
 from sessions_assets.engine.sessionize import SESSIONIZED
-from sessions_assets_tests.landing import DESKTOP, PHONE, TABLET
+from sessions_assets_tests.helpers.landing import DESKTOP, PHONE, TABLET
 
 BASE = datetime(2024, 3, 1, 22, 0, tzinfo=UTC)  # streams straddle midnights
 _ids = itertools.count()

@@ -8,9 +8,9 @@ import pytest
 
 from sessions_assets.engine import accept
 from sessions_assets.settings import Settings
-from sessions_assets_tests import cases
-from sessions_assets_tests.expected import ORACLE_EVENT_FIELDS
-from sessions_assets_tests.reference import accept_line
+from sessions_assets_tests.helpers import cases
+from sessions_assets_tests.helpers.expected import ORACLE_EVENT_FIELDS
+from sessions_assets_tests.helpers.reference import accept_line
 
 LINES = [("rejected", *c) for c in cases.REJECTED] + [("accepted", c[0], c[1], None) for c in cases.ACCEPTED]
 # What parsing gives a line, as the oracle has it.

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from sessions_assets.engine import chains
 from sessions_assets.engine.sessionize import SESSION_COLUMNS, SESSIONIZED, sessionize
 from sessions_assets.settings import Settings
-from sessions_assets_tests import reference
-from sessions_assets_tests.budget import examples
 from sessions_assets_tests.engine.events import BASE, ev, frame, streams
-from sessions_assets_tests.expected import as_utc, assert_same, oracle_rows
+from sessions_assets_tests.helpers import reference
+from sessions_assets_tests.helpers.budget import examples
+from sessions_assets_tests.helpers.expected import as_utc, assert_same, oracle_rows
 
 GAP = Settings().session_gap
 

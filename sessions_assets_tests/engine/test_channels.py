@@ -12,8 +12,8 @@ from pyspark.sql import functions as F
 
 from sessions_assets.engine import channels
 from sessions_assets.settings import Settings, SettingsError
-from sessions_assets_tests import reference
-from sessions_assets_tests.budget import examples
+from sessions_assets_tests.helpers import reference
+from sessions_assets_tests.helpers.budget import examples
 
 OWN = ("example.com",)
 # (case, utm_source, utm_medium, utm_campaign, referrer) -> the channel the contract gives it.

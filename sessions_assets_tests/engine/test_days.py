@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from sessions_assets.engine import days
 from sessions_assets.graph.partitions import calendars
 from sessions_assets.settings import Settings, SettingsError
-from sessions_assets_tests import reference
+from sessions_assets_tests.helpers import reference
 
 # (zone, a day, its first instant in UTC, its length): a spring day of 23 hours, an autumn day of 25, a spring day
 # without a local midnight (Santiago: 00:00 -> 01:00) and an autumn day with two (Havana: 01:00 -> 00:00).

@@ -8,8 +8,8 @@ from datetime import date
 import pytest
 
 from sessions_assets.engine import dedup
-from sessions_assets_tests import reference
-from sessions_assets_tests.cases import line
+from sessions_assets_tests.helpers import reference
+from sessions_assets_tests.helpers.cases import line
 
 COLUMNS = ["message_id", "timestamp", "received_at", "received_date", "event_date", "payload", "source_id"]
 SCHEMA = (

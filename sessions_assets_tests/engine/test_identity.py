@@ -12,10 +12,10 @@ from sessions_assets.engine import identity
 from sessions_assets.engine.sessionize import sessionize
 from sessions_assets.engine.users import IDENTIFIED, USER_SCHEMA, users
 from sessions_assets.settings import Settings
-from sessions_assets_tests import reference
-from sessions_assets_tests.budget import examples
 from sessions_assets_tests.engine.events import call, ev, frame
-from sessions_assets_tests.expected import oracle_rows, rows
+from sessions_assets_tests.helpers import reference
+from sessions_assets_tests.helpers.budget import examples
+from sessions_assets_tests.helpers.expected import oracle_rows, rows
 
 AT = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 COLUMNS = ("message_id", "user_id", "anonymous_id", "user_key", "timestamp")

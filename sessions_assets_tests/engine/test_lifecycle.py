@@ -11,9 +11,9 @@ from pyspark.sql import functions as F
 
 from sessions_assets.engine import lifecycle
 from sessions_assets.settings import Settings
-from sessions_assets_tests import reference
-from sessions_assets_tests.budget import examples
-from sessions_assets_tests.expected import SNAPSHOT_COLUMNS, assert_same, oracle_rows, rows
+from sessions_assets_tests.helpers import reference
+from sessions_assets_tests.helpers.budget import examples
+from sessions_assets_tests.helpers.expected import SNAPSHOT_COLUMNS, assert_same, oracle_rows, rows
 
 DAY0 = date(2024, 1, 1)
 

@@ -11,8 +11,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from sessions_assets.engine import accept, privacy
-from sessions_assets_tests import reference
-from sessions_assets_tests.cases import line
+from sessions_assets_tests.helpers import reference
+from sessions_assets_tests.helpers.cases import line
 
 KEY = bytes(range(32))
 TEXTS = ["u42", "jane@example.com", " u42 ", "é😀", "42", "a" * 300]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import date
 
 from sessions_assets.cli.generate import SOURCES, generate_landing_zone
-from sessions_assets_tests import reference
-from sessions_assets_tests.landing import landing_lines
+from sessions_assets_tests.helpers import reference
+from sessions_assets_tests.helpers.landing import landing_lines
 
 CHANNELS = {
     "Direct",

@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 
 from sessions_assets.engine.sessionize import SESSION_COLUMNS, sessionize
 from sessions_assets.settings import Settings
-from sessions_assets_tests import reference
-from sessions_assets_tests.budget import examples
 from sessions_assets_tests.engine.events import BASE, BOT, ev, frame, streams
-from sessions_assets_tests.expected import assert_same, oracle_rows, rows
-from sessions_assets_tests.landing import PHONE, ts
+from sessions_assets_tests.helpers import reference
+from sessions_assets_tests.helpers.budget import examples
+from sessions_assets_tests.helpers.expected import assert_same, oracle_rows, rows
+from sessions_assets_tests.helpers.landing import PHONE, ts
 
 SEED_DAY = (
     [ts("2019-10-23 09:21") + timedelta(minutes=m) for m in range(0, 10)]

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sessions_assets.engine.users import IDENTIFIED, SESSION_FACTS, USER_SCHEMA, advanced, users
-from sessions_assets_tests.budget import examples
+from sessions_assets_tests.helpers.budget import examples
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 FACTS_SCHEMA = (

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 
 from sessions_assets.warehouse.refresh.sessions import numbering_check
 from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, SESSIONS, USERS
-from sessions_assets_tests.landing import segment, write_day
+from sessions_assets_tests.helpers.landing import segment, write_day
 
 pytestmark = pytest.mark.scenario
 

@@ -10,10 +10,10 @@ import pytest
 from pyspark.sql import functions as F
 
 from sessions_assets.warehouse.tables import SESSIONS, USERS
-from sessions_assets_tests.arrivals import arrive_in_steps
 from sessions_assets_tests.engine.events import BOT
-from sessions_assets_tests.expected import assert_tables_match_oracle
-from sessions_assets_tests.landing import DESKTOP, segment
+from sessions_assets_tests.helpers.arrivals import arrive_in_steps
+from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
+from sessions_assets_tests.helpers.landing import DESKTOP, segment
 
 pytestmark = pytest.mark.scenario
 

@@ -27,9 +27,9 @@ from sessions_assets.warehouse.tables import (
     REJECTED_EVENTS,
     SESSIONS,
 )
-from sessions_assets_tests.arrivals import running
-from sessions_assets_tests.expected import assert_tables_match_oracle
-from sessions_assets_tests.landing import segment, write_day
+from sessions_assets_tests.helpers.arrivals import running
+from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
+from sessions_assets_tests.helpers.landing import segment, write_day
 
 pytestmark = pytest.mark.scenario
 

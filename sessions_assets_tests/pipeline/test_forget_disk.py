@@ -18,10 +18,10 @@ from sessions_assets.graph import checks
 from sessions_assets.warehouse import journal
 from sessions_assets.warehouse.delta import DeltaLog
 from sessions_assets.warehouse.tables import ALL, EVENTS, PERSONAL, SESSIONS, USERS, Table
-from sessions_assets_tests.arrivals import running
-from sessions_assets_tests.disk import files_quoting
-from sessions_assets_tests.expected import assert_tables_match_oracle
-from sessions_assets_tests.landing import DESKTOP, segment, write_day
+from sessions_assets_tests.helpers.arrivals import running
+from sessions_assets_tests.helpers.disk import files_quoting
+from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
+from sessions_assets_tests.helpers.landing import DESKTOP, segment, write_day
 
 pytestmark = pytest.mark.scenario
 

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from sessions_assets.warehouse import journal
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.storage import Storage
-from sessions_assets_tests.arrivals import running
-from sessions_assets_tests.budget import examples
-from sessions_assets_tests.expected import assert_tables_match_oracle
+from sessions_assets_tests.helpers.arrivals import running
+from sessions_assets_tests.helpers.budget import examples
+from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
 from sessions_assets_tests.pipeline.test_arrival_orders import arrive, scenarios
 
 pytestmark = [pytest.mark.property, pytest.mark.scenario]

@@ -14,10 +14,10 @@ from sessions_assets.graph import planning
 from sessions_assets.warehouse import forget, ingest, journal
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.tables import RAW_EVENTS, RECEIVED_DAYS
-from sessions_assets_tests.arrivals import running
-from sessions_assets_tests.disk import files_quoting
-from sessions_assets_tests.expected import assert_tables_match_oracle
-from sessions_assets_tests.landing import landing_lines, segment, write_day
+from sessions_assets_tests.helpers.arrivals import running
+from sessions_assets_tests.helpers.disk import files_quoting
+from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
+from sessions_assets_tests.helpers.landing import landing_lines, segment, write_day
 
 pytestmark = pytest.mark.scenario
 

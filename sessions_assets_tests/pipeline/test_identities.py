@@ -13,9 +13,9 @@ from sessions_assets.graph import planning
 from sessions_assets.warehouse import ledger
 from sessions_assets.warehouse.refresh import identities
 from sessions_assets.warehouse.tables import EVENTS, IDENTITIES
-from sessions_assets_tests.arrivals import arrive_in_steps, running
-from sessions_assets_tests.expected import assert_tables_match_oracle
-from sessions_assets_tests.landing import segment, write_day
+from sessions_assets_tests.helpers.arrivals import arrive_in_steps, running
+from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
+from sessions_assets_tests.helpers.landing import segment, write_day
 
 pytestmark = pytest.mark.scenario
 

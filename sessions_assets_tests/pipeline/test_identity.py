@@ -15,10 +15,10 @@ from pyspark.sql import functions as F
 from sessions_assets.warehouse import delta
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, REJECTED_EVENTS, SESSIONS, USERS
-from sessions_assets_tests import reference
-from sessions_assets_tests.arrivals import arrive_in_steps, running
-from sessions_assets_tests.expected import assert_tables_match_oracle
-from sessions_assets_tests.landing import landing_lines, segment
+from sessions_assets_tests.helpers import reference
+from sessions_assets_tests.helpers.arrivals import arrive_in_steps, running
+from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
+from sessions_assets_tests.helpers.landing import landing_lines, segment
 
 pytestmark = pytest.mark.scenario
 

@@ -12,8 +12,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, RAW_EVENTS, REJECTED_EVENTS, SESSIONS, USERS
-from sessions_assets_tests.expected import assert_tables_match_oracle
-from sessions_assets_tests.landing import segment, write_day
+from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
+from sessions_assets_tests.helpers.landing import segment, write_day
 
 DAY = date(2024, 3, 11)
 

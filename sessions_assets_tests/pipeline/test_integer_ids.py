@@ -14,9 +14,9 @@ from sessions_assets.warehouse import journal, ledger
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import RAW_EVENTS, RECEIVED_DAYS, SESSIONS
-from sessions_assets_tests.arrivals import running
-from sessions_assets_tests.expected import assert_tables_match_oracle
-from sessions_assets_tests.landing import segment, write_day
+from sessions_assets_tests.helpers.arrivals import running
+from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
+from sessions_assets_tests.helpers.landing import segment, write_day
 
 pytestmark = pytest.mark.scenario
 DAY = date(2024, 3, 6)

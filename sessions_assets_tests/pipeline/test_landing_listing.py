@@ -18,8 +18,8 @@ from sessions_assets.graph.cursor import LandingCursor
 from sessions_assets.graph.resources import PipelineResource
 from sessions_assets.warehouse.layouts import SegmentLayout
 from sessions_assets.warehouse.storage import Storage
-from sessions_assets_tests.landing import segment, write_day
-from sessions_assets_tests.ticks import days_requested, tick
+from sessions_assets_tests.helpers.landing import segment, write_day
+from sessions_assets_tests.helpers.ticks import days_requested, tick
 
 FIRST, LAST = date(2024, 3, 10), date(2024, 3, 14)  # five received days, ingested
 NEW = LAST + timedelta(days=1)

@@ -10,9 +10,9 @@ import dagster as dg
 from sessions_assets.cli.runner import Runner
 from sessions_assets.graph import planning
 from sessions_assets.warehouse.storage import Storage
-from sessions_assets_tests.expected import assert_tables_match_oracle
-from sessions_assets_tests.landing import segment, write_day
-from sessions_assets_tests.ticks import assert_the_daemon_accepts, tick
+from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
+from sessions_assets_tests.helpers.landing import segment, write_day
+from sessions_assets_tests.helpers.ticks import assert_the_daemon_accepts, tick
 
 A, B = date(2024, 3, 5), date(2024, 3, 12)  # event days far apart
 R = date(2024, 3, 14)  # the received day that brings them

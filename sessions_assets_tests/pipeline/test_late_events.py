@@ -12,9 +12,9 @@ import pytest
 from pyspark.sql import functions as F
 
 from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, EVENTS, SESSIONS
-from sessions_assets_tests.arrivals import arrive_in_steps
-from sessions_assets_tests.expected import assert_tables_match_oracle
-from sessions_assets_tests.late_days import D1, D2, D3, D4, LATE, ON_TIME
+from sessions_assets_tests.helpers.arrivals import arrive_in_steps
+from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
+from sessions_assets_tests.helpers.late_days import D1, D2, D3, D4, LATE, ON_TIME
 
 pytestmark = pytest.mark.scenario
 

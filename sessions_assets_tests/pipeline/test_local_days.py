@@ -17,9 +17,9 @@ from sessions_assets.warehouse import ledger
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, PARTITION_MAP, SESSIONS
-from sessions_assets_tests.arrivals import running
-from sessions_assets_tests.expected import assert_tables_match_oracle
-from sessions_assets_tests.landing import segment, write_day
+from sessions_assets_tests.helpers.arrivals import running
+from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
+from sessions_assets_tests.helpers.landing import segment, write_day
 
 pytestmark = pytest.mark.scenario
 LA, TOKYO = "America/Los_Angeles", "Asia/Tokyo"

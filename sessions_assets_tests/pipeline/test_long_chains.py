@@ -10,9 +10,9 @@ import pytest
 from pyspark.sql import functions as F
 
 from sessions_assets.warehouse.tables import SESSIONS
-from sessions_assets_tests.arrivals import arrive_in_steps
-from sessions_assets_tests.expected import assert_tables_match_oracle
-from sessions_assets_tests.landing import received_day_of, segment, ts
+from sessions_assets_tests.helpers.arrivals import arrive_in_steps
+from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
+from sessions_assets_tests.helpers.landing import received_day_of, segment, ts
 
 pytestmark = pytest.mark.scenario
 

@@ -9,11 +9,11 @@ from sessions_assets.graph import planning
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import ALL, EVENTS, SESSIONS
-from sessions_assets_tests import reference
-from sessions_assets_tests.arrivals import running
-from sessions_assets_tests.expected import assert_tables_match_oracle
-from sessions_assets_tests.landing import landing_lines, write_day
-from sessions_assets_tests.late_days import D1, D4, LATE, ON_TIME
+from sessions_assets_tests.helpers import reference
+from sessions_assets_tests.helpers.arrivals import running
+from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
+from sessions_assets_tests.helpers.landing import landing_lines, write_day
+from sessions_assets_tests.helpers.late_days import D1, D4, LATE, ON_TIME
 
 pytestmark = pytest.mark.scenario
 

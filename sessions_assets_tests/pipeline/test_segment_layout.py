@@ -21,9 +21,9 @@ from sessions_assets.settings import Settings
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.storage import LayoutError, Storage
 from sessions_assets.warehouse.tables import ALL, EVENTS, RAW_EVENTS, RECEIVED_DAYS
-from sessions_assets_tests.arrivals import running
-from sessions_assets_tests.expected import assert_tables_match_oracle, rows
-from sessions_assets_tests.landing import segment, segment_millis, write_day, write_segment_day
+from sessions_assets_tests.helpers.arrivals import running
+from sessions_assets_tests.helpers.expected import assert_tables_match_oracle, rows
+from sessions_assets_tests.helpers.landing import segment, segment_millis, write_day, write_segment_day
 
 pytestmark = pytest.mark.scenario
 

@@ -23,7 +23,7 @@ import pyspark
 import pytest
 
 from sessions_assets.warehouse.spark import classic_env
-from sessions_assets_tests.deployed import free_port
+from sessions_assets_tests.helpers.deployed import free_port
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 WORKERS = 2

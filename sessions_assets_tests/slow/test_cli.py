@@ -16,7 +16,7 @@ import pytest
 
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.storage import Storage
-from sessions_assets_tests.expected import assert_tables_match_oracle
+from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
 from sessions_assets_tests.slow.commands import python_traceback, run
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ import pytest
 
 from sessions_assets.cli.server import Server
 from sessions_assets.warehouse.spark import TOKEN_VARIABLE
-from sessions_assets_tests.deployed import free_port
+from sessions_assets_tests.helpers.deployed import free_port
 from sessions_assets_tests.slow.commands import python_traceback, run
 
 pytestmark = pytest.mark.slow

@@ -29,8 +29,8 @@ from sessions_assets.warehouse.delta import DeltaLog, Warehouse
 from sessions_assets.warehouse.spark import TOKEN_VARIABLE
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import EVENTS
-from sessions_assets_tests.deployed import FAILED_RUNS, IN_FLIGHT_RUNS, PROJECT, SENSORS, DagsterDev, tag
-from sessions_assets_tests.expected import assert_tables_match_oracle
+from sessions_assets_tests.helpers.deployed import FAILED_RUNS, IN_FLIGHT_RUNS, PROJECT, SENSORS, DagsterDev, tag
+from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
 from sessions_assets_tests.slow.commands import cli
 
 pytestmark = pytest.mark.slow

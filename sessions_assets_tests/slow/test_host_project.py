@@ -30,8 +30,8 @@ from sessions_assets.warehouse.delta import DeltaLog, Warehouse
 from sessions_assets.warehouse.spark import TOKEN_VARIABLE
 from sessions_assets.warehouse.storage import Storage, as_uri
 from sessions_assets.warehouse.tables import ALL
-from sessions_assets_tests.deployed import PROJECT, DagsterDev, tag
-from sessions_assets_tests.expected import assert_tables_match_oracle
+from sessions_assets_tests.helpers.deployed import PROJECT, DagsterDev, tag
+from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
 
 pytestmark = pytest.mark.slow
 TIMEOUT = 600  # per wait

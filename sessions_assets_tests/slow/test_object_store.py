@@ -20,7 +20,7 @@ import pytest
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import PARTITION_MAP
-from sessions_assets_tests.expected import assert_tables_match_oracle
+from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
 from sessions_assets_tests.slow.commands import cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.s3]

@@ -19,10 +19,10 @@ from sessions_assets.warehouse.delta import DeltaLog
 from sessions_assets.warehouse.spark import TOKEN_VARIABLE
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import ALL
-from sessions_assets_tests.deployed import free_port
-from sessions_assets_tests.landing import segment, write_day
+from sessions_assets_tests.helpers.deployed import free_port
+from sessions_assets_tests.helpers.landing import segment, write_day
+from sessions_assets_tests.helpers.spark_ui import SparkUI
 from sessions_assets_tests.slow.commands import cli
-from sessions_assets_tests.spark_ui import SparkUI
 
 pytestmark = pytest.mark.slow
 

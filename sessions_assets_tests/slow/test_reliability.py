@@ -23,8 +23,8 @@ from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.spark import TOKEN_VARIABLE
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import REJECTED_EVENTS, SESSIONS
-from sessions_assets_tests.expected import assert_tables_match_oracle
-from sessions_assets_tests.landing import segment, write_day
+from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
+from sessions_assets_tests.helpers.landing import segment, write_day
 from sessions_assets_tests.slow.commands import TIMEOUT, python_traceback, run, start
 
 pytestmark = pytest.mark.slow

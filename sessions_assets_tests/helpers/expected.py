@@ -21,8 +21,8 @@ from sessions_assets.warehouse.tables import (
     SESSIONS,
     USERS,
 )
-from sessions_assets_tests import reference
-from sessions_assets_tests.landing import landing_lines
+from sessions_assets_tests.helpers import reference
+from sessions_assets_tests.helpers.landing import landing_lines
 
 SESSION_COLUMNS = SESSIONS.columns
 SNAPSHOT_COLUMNS = DAILY_SNAPSHOT.columns

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
 
-from sessions_assets_tests.landing import write_day
+from sessions_assets_tests.helpers.landing import write_day
 
 
 @contextmanager

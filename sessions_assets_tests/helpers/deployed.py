@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 SENSORS = ("landing_sensor", "late_data_sensor")
 IN_FLIGHT_RUNS = ["QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"]
 FAILED_RUNS = ["FAILURE", "CANCELED"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from sessions_assets_tests.landing import segment
+from sessions_assets_tests.helpers.landing import segment
 
 D1, D2, D3, D4 = date(2024, 3, 1), date(2024, 3, 2), date(2024, 3, 3), date(2024, 3, 4)
 ON_TIME = {
