@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 
 from sessions_assets.engine import accept, privacy
 from sessions_assets.settings import Settings
-from sessions_assets.warehouse import journal, ledger
+from sessions_assets.warehouse import hooks, journal, ledger
 from sessions_assets.warehouse.delta import DeltaLog, Warehouse, assign, on_days
 from sessions_assets.warehouse.ingest import STAGING, read_lines
 from sessions_assets.warehouse.journal import DONE, PENDING, REMOVED, ForgetError, Request
@@ -232,6 +232,7 @@ def _remove(
             source = doomed.select(*[F.col(f"_{c}").alias(c) for c in keys]).distinct()
             on = " AND ".join([*(f"t.`{c}` <=> s.`{c}`" for c in keys), f"({rows})"])
             wh.merge(table, source, on, ["WHEN MATCHED THEN DELETE"])
+    hooks.reached(hooks.LINES_REMOVED)
     if days or recount_all:
         _recount(wh, None if recount_all else sorted(days))
     return removed

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from sessions_assets.engine import accept, devices, privacy
 from sessions_assets.engine.dedup import message_hash
 from sessions_assets.settings import Settings
-from sessions_assets.warehouse import journal, ledger
+from sessions_assets.warehouse import hooks, journal, ledger
 from sessions_assets.warehouse.delta import DeltaLog, Warehouse, on_days
 from sessions_assets.warehouse.spark import one_line
 from sessions_assets.warehouse.storage import LandingFile
@@ -117,6 +117,7 @@ def _replace_days(
         listed = journal.suppression(wh)
         judged, listed = _judged(wh, settings, classified, listed, hashed)
         done = _counted(judged, fingerprints, files)
+        hooks.reached(hooks.LINES_JUDGED)
         if journal.version(wh.storage) != listed.version:  # a request came while the lines were judged
             continue
         committed = _write(wh, settings, judged, done, files, broken, day_of)
@@ -216,7 +217,8 @@ def _write(
         [(day, d, n) for day in days for d, n in done[day].events_per_day.items()], PARTITION_MAP.schema
     )
     where = on_days("received_date", days)
-    before = wh.read(PARTITION_MAP).where(where).select("received_date", "event_date").collect()
+    # The event days the days' earlier ingests mapped: a small table, read without Spark.
+    before = [r for r in ledger.small_table(wh.storage, PARTITION_MAP) if r["received_date"] in done]
     committed = []  # (table, the version its write made, as far as this ingest knows)
     for table, rows in (
         (RAW_EVENTS, kept.where(F.col("reason").isNull())),
@@ -225,9 +227,10 @@ def _write(
     ):
         wh.replace_where(table, rows, where)
         committed.append((table, wh.version(table)))
+        hooks.reached(hooks.TABLE_WRITTEN, table=table)
     raw_version = committed[0][1]
     for day, ingested in done.items():
-        mapped = {r.event_date for r in before if r.received_date == day}
+        mapped = {r["event_date"] for r in before if r["received_date"] == day}
         ingested.event_days = sorted(mapped | set(ingested.events_per_day))
         ingested.accepted = sum(ingested.events_per_day.values())
         ingested.lines = sum(f.get("lines", 0) for f in ingested.files.values())

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from sessions_assets.cli.runner import RunFailed
 from sessions_assets.graph import planning
-from sessions_assets.warehouse import forget, ingest, journal
+from sessions_assets.warehouse import forget, hooks, journal
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.tables import RAW_EVENTS, RECEIVED_DAYS
 from sessions_assets_tests.helpers.arrivals import running
@@ -54,25 +54,22 @@ def ida_rows(wh) -> int:
     return wh.read(RAW_EVENTS).where((F.col("user_id") == IDA) | (F.col("anonymous_id") == DEVICE)).count()
 
 
-def test_an_erasure_killed_half_way_is_resumed_by_the_next_run(spark, tmp_path, monkeypatch):
+def test_an_erasure_killed_half_way_is_resumed_by_the_next_run(spark, tmp_path):
     root = tmp_path / "data"
     with running(root) as runner:
         write_day(root, D1, ON_D1)
         write_day(root, D2, ON_D2)
         runner.process()
-        recount = forget._recount
 
-        def killed(*args):  # the lines are deleted, their days not recounted, nothing refreshed
+        def killed():  # the lines are deleted, their days not recounted, nothing refreshed
             raise RuntimeError("killed")
 
-        monkeypatch.setattr(forget, "_recount", killed)
-        with pytest.raises(RunFailed, match="killed"):
+        with hooks.at(hooks.LINES_REMOVED, killed), pytest.raises(RunFailed, match="killed"):
             runner.forget(hashes(runner, IDA))
         wh = warehouse(runner)
         [request] = journal.read(wh)
         assert request.state == journal.PENDING and request.removed == {"raw_events": 5}  # recorded first
         assert ida_rows(wh) == 0 and planning.erasures(wh.storage, 0).due
-        monkeypatch.setattr(forget, "_recount", recount)
         steps, _ = runner.process()  # what the forget sensor launches
         assert steps[-1].metadata["forget"]["requests_done"] == 1
         assert_tables_match_oracle(wh, root, forgotten={IDA})
@@ -81,21 +78,15 @@ def test_an_erasure_killed_half_way_is_resumed_by_the_next_run(spark, tmp_path, 
         assert files_quoting(root / "warehouse", [IDA, DEVICE]) == []
 
 
-def test_a_request_taken_while_an_ingest_judged_its_lines_is_applied_before_its_commits(spark, tmp_path, monkeypatch):
+def test_a_request_taken_while_an_ingest_judged_its_lines_is_applied_before_its_commits(spark, tmp_path):
     root = tmp_path / "data"
     with running(root) as runner:
         write_day(root, D1, ON_D1)
         runner.process()
         wh, taken = warehouse(runner), []
-        counted = ingest._counted
-
-        def request_meanwhile(*args):
-            request_once(runner, wh, taken)
-            return counted(*args)
-
-        monkeypatch.setattr(ingest, "_counted", request_meanwhile)
         write_day(root, D2, ON_D2)
-        step = runner.ingest_and_refresh(D2)
+        with hooks.at(hooks.LINES_JUDGED, lambda: request_once(runner, wh, taken)):
+            step = runner.ingest_and_refresh(D2)
         assert step.metadata["raw_events"]["suppressed"] == 2 and step.metadata["raw_events"]["accepted"] == 1
         assert wh.read(RAW_EVENTS).where(f"received_date = DATE'{D2}'").count() == 1  # ida never stored on D2
         assert ida_rows(wh) == 3  # her D1 lines wait for the erasure: the next run
@@ -104,22 +95,20 @@ def test_a_request_taken_while_an_ingest_judged_its_lines_is_applied_before_its_
         assert files_quoting(root / "warehouse", [IDA, DEVICE]) == []
 
 
-def test_a_request_taken_between_an_ingests_commits_has_its_days_written_again_and_purged(spark, tmp_path, monkeypatch):
+def test_a_request_taken_between_an_ingests_commits_has_its_days_written_again_and_purged(spark, tmp_path):
     root = tmp_path / "data"
     with running(root) as runner:
         write_day(root, D1, ON_D1)
         runner.process()
         wh, taken = warehouse(runner), []
-        replace_where = Warehouse.replace_where
 
-        def request_after_the_rows(self, table, *args, **kwargs):
-            replace_where(self, table, *args, **kwargs)
+        def request_after_the_rows(table):
             if table is RAW_EVENTS:  # the rows are committed, the map and the record not yet
                 request_once(runner, wh, taken)
 
-        monkeypatch.setattr(Warehouse, "replace_where", request_after_the_rows)
         write_day(root, D2, ON_D2)
-        step = runner.ingest_and_refresh(D2)
+        with hooks.at(hooks.TABLE_WRITTEN, request_after_the_rows):
+            step = runner.ingest_and_refresh(D2)
         assert step.metadata["raw_events"]["suppressed"] == 2
         assert wh.read(RAW_EVENTS).where(f"received_date = DATE'{D2}'").count() == 1  # written again without her
         assert [r.reason for r in journal.read(wh)] == [journal.REQUEST, journal.PURGE]  # the first write's files
