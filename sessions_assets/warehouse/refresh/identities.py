@@ -15,7 +15,7 @@ from sessions_assets.engine import identity
 from sessions_assets.engine.identity import TALLY_KEY, tallies
 from sessions_assets.warehouse import ledger
 from sessions_assets.warehouse.delta import Warehouse, insert
-from sessions_assets.warehouse.refresh.outcome import ADDED, rebuilding
+from sessions_assets.warehouse.refresh.outcome import net_changes, read_once, rebuilding
 from sessions_assets.warehouse.tables import EVENTS, IDENTITIES
 
 # What a tally is counted from.
@@ -43,14 +43,9 @@ def _absorb(wh: Warehouse, feed: DataFrame, at: ledger.Position) -> None:
     """The feed's net tallies added in one ``MERGE``: counts summed, days widened (a removed event leaves its day in
     the span: a span may be wider than the events, never narrower), the latest link kept. A pair whose link was
     removed (a corrected or moved copy) has its latest link found afresh among the events of that pair."""
-    added = feed.where(F.col("_change_type").isin(*ADDED)).select(*TALLIED)
-    removed = feed.where(~F.col("_change_type").isin(*ADDED)).select(*TALLIED)
     # An update that changes none of the tallied columns (a session column corrected) cancels out.
-    net = (
-        added.exceptAll(removed)
-        .withColumn("weight", F.lit(1))
-        .unionByName(removed.exceptAll(added).withColumn("weight", F.lit(-1)))
-    )
+    added, removed = net_changes(read_once(feed, TALLIED))
+    net = added.withColumn("weight", F.lit(1)).unionByName(removed.withColumn("weight", F.lit(-1)))
     change = tallies(net).localCheckpoint()
     unlinked = [tuple(r) for r in change.where("unlinked").select("anonymous_id", "user_id").collect()]
     if unlinked:  # rare: a link corrected or moved; its pair's latest link is found among the events

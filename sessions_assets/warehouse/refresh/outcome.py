@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from sessions_assets.warehouse import ledger
 from sessions_assets.warehouse.delta import Commit, Warehouse
@@ -30,6 +31,19 @@ class Outcome:
         self.counts.update(part.counts)
         self.days.update(part.days)
         self.tables.update(part.tables)
+
+
+def read_once(feed: DataFrame, columns) -> DataFrame:
+    """A change feed's rows (of ``columns``, with ``_added``: whether the commit added the row or took it out), read
+    once: the server plans a change feed anew wherever a query refers to it (three executions each)."""
+    return feed.select(*columns, F.col("_change_type").isin(*ADDED).alias("_added")).localCheckpoint()
+
+
+def net_changes(rows: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """The rows added and those taken out (``read_once``'s), net: an update that changes none of the columns
+    cancels out."""
+    added, removed = rows.where("_added").drop("_added"), rows.where("NOT _added").drop("_added")
+    return added.exceptAll(removed), removed.exceptAll(added)
 
 
 def days_in(df: DataFrame, column: str) -> list[date]:

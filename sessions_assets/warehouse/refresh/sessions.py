@@ -17,10 +17,10 @@ from sessions_assets.settings import Settings
 from sessions_assets.warehouse import ledger
 from sessions_assets.warehouse.delta import Commit, Warehouse, assign, insert, on_days
 from sessions_assets.warehouse.refresh.outcome import (
-    ADDED,
-    REMOVED,
     Outcome,
     days_in,
+    net_changes,
+    read_once,
     rebuilding,
     rebuilt,
     repair_commit,
@@ -57,9 +57,8 @@ def _absorb(wh: Warehouse, settings: Settings, feed: DataFrame, at: ledger.Posit
     """The chains the added and removed events fall in, recomputed: those near no stored session from the added
     events alone, the others from ``events`` on their days."""
     columns = [*SESSIONIZED, "event_date"]
-    added = feed.where(F.col("_change_type").isin(*ADDED)).select(*columns)
-    removed = feed.where(F.col("_change_type").isin(*REMOVED)).select(*columns)
-    added, removed = added.exceptAll(removed).localCheckpoint(), removed.exceptAll(added)
+    added, removed = net_changes(read_once(feed, columns))
+    added = added.localCheckpoint()
     moments = added.unionByName(removed).select(
         "user_key", F.col("timestamp").alias("dirty_from"), F.col("timestamp").alias("dirty_to")
     )

@@ -108,7 +108,8 @@ def _sum_snapshot(wh: Warehouse, settings: Settings, changed_from: date | None, 
     if last is None:
         fresh = wh.spark.createDataFrame([], DAILY_SNAPSHOT.schema)
     else:
-        fresh = lifecycle.snapshot(wh.read(LIFECYCLE, totals), last).where(where)
+        # A row per day and state: compared with the stored rows, then written, from one read of the totals.
+        fresh = lifecycle.snapshot(wh.read(LIFECYCLE, totals), last).where(where).localCheckpoint()
     stored = wh.read(DAILY_SNAPSHOT).where(where)
     on = (F.col("s.snapshot_date") == F.col("f.snapshot_date")) & (F.col("s.state") == F.col("f.state"))
     same = F.lit(True)

@@ -17,7 +17,7 @@ from sessions_assets.engine.users import IDENTIFIED, SESSION_FACTS, advanced, us
 from sessions_assets.warehouse import ledger
 from sessions_assets.warehouse.delta import Commit, Warehouse, assign, insert
 from sessions_assets.warehouse.refresh import identities
-from sessions_assets.warehouse.refresh.outcome import ADDED, REMOVED, Outcome
+from sessions_assets.warehouse.refresh.outcome import Outcome, net_changes, read_once
 from sessions_assets.warehouse.tables import EVENTS, IDENTITIES, SESSIONS, USERS
 
 REBUILD = "rebuild"  # a feed whose changes are unknown: the table is rebuilt whole
@@ -60,17 +60,17 @@ def _write_persons(
 ) -> dict[str, int]:
     """The rows of the persons the feeds name, moved on by their sessions added and removed (recounted where that
     cannot tell), with their ids from their tallies; those left with no session removed; in one ``MERGE``."""
-    named = [f.select("user_key") for f in (sessions, events) if f is not None]
-    persons = (named[0] if len(named) == 1 else named[0].union(named[1])).distinct().localCheckpoint()
-    theirs = F.broadcast(persons)
+    named = [] if events is None else [events.select("user_key")]
     no_ids = wh.read(IDENTITIES).select(*IDENTIFIED).limit(0)  # the ids are joined below, for every person
     if sessions is None:
         added = removed = wh.read(SESSIONS).select(*SESSION_FACTS).limit(0)
     else:
         # A renumbered session changes nothing of its person's row: its two images cancel out.
-        added = sessions.where(F.col("_change_type").isin(*ADDED)).select(*SESSION_FACTS)
-        removed = sessions.where(F.col("_change_type").isin(*REMOVED)).select(*SESSION_FACTS)
-        added, removed = added.exceptAll(removed), removed.exceptAll(added)
+        changed = read_once(sessions, SESSION_FACTS)
+        added, removed = net_changes(changed)
+        named.append(changed.select("user_key"))
+    persons = (named[0] if len(named) == 1 else named[0].union(named[1])).distinct().localCheckpoint()
+    theirs = F.broadcast(persons)
     stored = persons.join(wh.read(USERS), "user_key", "left")
     moved = advanced(stored, added, removed).localCheckpoint()
     recount = [r[0] for r in moved.where("recount").select("user_key").collect()]
