@@ -5,7 +5,7 @@ keep the tables compact.
     sessions-assets run      --data-root DIR [--key-prefix P]
     sessions-assets status   --data-root DIR [--key-prefix P]
     sessions-assets repair   --data-root DIR [--key-prefix P] --from DAY [--to DAY] [--tables events,sessions,…]
-    sessions-assets reingest --data-root DIR [--key-prefix P] [--from DAY [--to DAY]]
+    sessions-assets reingest --data-root DIR [--key-prefix P] [--from DAY [--to DAY] [--folders]]
     sessions-assets maintain --data-root DIR [--key-prefix P] [--retain-hours H]
     sessions-assets forget   --data-root DIR [--key-prefix P] --user-id U [--user-id U2 ...] [--purge-landing]
                              [--hash-only]
@@ -76,7 +76,9 @@ def _ingest_lines(metadata: dict) -> list[str]:
     """A line per received day of an ingest, then what was rejected or not read."""
     raw, rejected, mapped = metadata["raw_events"], metadata["rejected_events"], metadata["partition_map"]
     lines = [
-        f"- {r['received_day']}: {r['lines']} lines, {r['accepted']} accepted, {r['rejected']} rejected, "
+        f"- {r['received_day']}: {r['files_read']} file(s) read"
+        + (f" ({r['files_kept']} kept as read before)" if r.get("files_kept") else "")
+        + f": {r['lines']} lines, {r['accepted']} accepted, {r['rejected']} rejected, "
         + (f"{r['suppressed']} of forgotten persons suppressed, " if r.get("suppressed") else "")
         + f"{r['event_days']} event day(s)"
         for r in (record.data for record in raw["per_received_day"].records)
@@ -221,7 +223,10 @@ def reingest(args: argparse.Namespace) -> int:
     from sessions_assets.graph import planning
     from sessions_assets.warehouse import ledger
 
-    settings, storage = _settings(args), _storage(args, landing=False)
+    if args.folders and not args.first:
+        print("sessions-assets: reingest --folders needs --from (the received days to read whole)", file=sys.stderr)
+        return 2
+    settings, storage = _settings(args), _storage(args, landing=args.folders)
     if args.first:
         recorded = ledger.received(storage)
         days = [d for d in planning.days_between(args.first, args.last or args.first) if d in recorded]
@@ -231,12 +236,13 @@ def reingest(args: argparse.Namespace) -> int:
         print(f"Nothing to ingest again: every received day was ingested in {settings.time_zone} with today's rules.")
         return 0
     spans = planning.ranges(days)
-    print(f"{len(days)} received day(s) to ingest again from their stored lines in {len(spans)} run(s)", flush=True)
+    source = "every file of their folders" if args.folders else "their stored lines"
+    print(f"{len(days)} received day(s) to ingest again from {source} in {len(spans)} run(s)", flush=True)
     with open_instance(args.data_root) as instance:
         runner = Runner.on(instance, settings, args.key_prefix)
         try:
             for first, last in spans:
-                print("\n".join(_ingest_lines(runner.reingest(first, last).metadata)), flush=True)
+                print("\n".join(_ingest_lines(runner.reingest(first, last, args.folders).metadata)), flush=True)
             refresh = planning.backlog(storage, _bounds(args))
             if refresh is not None:
                 print(_refresh_line(runner.refresh(refresh).metadata), flush=True)
@@ -418,6 +424,12 @@ def main(argv: list[str] | None = None) -> int:
     again.add_argument("--key-prefix", **prefix)
     again.add_argument("--from", dest="first", type=_day, help="these received days instead (YYYY-MM-DD)")
     again.add_argument("--to", dest="last", type=_day)
+    again.add_argument(
+        "--folders",
+        action="store_true",
+        help="read every file the days' folders hold now and replace the days whole (a file removed from a folder "
+        "withdraws its lines only so); needs --from",
+    )
     again.set_defaults(func=reingest)
     upkeep = sub.add_parser("maintain", help="compact the tables and remove files no recent version reads")
     upkeep.add_argument("--data-root", **root)

@@ -91,9 +91,11 @@ class Runner:
         tags = {**planning.ingest_tags(first, last), **local.pop("tags", {})}
         return self._execute("process_job", {**local, "tags": tags})
 
-    def reingest(self, first: date, last: date | None = None) -> Step:
-        """Ingest received days ``first..last`` again from the lines the tables hold (one run)."""
-        config = {"ops": {self.names.of("ingest"): {"config": {"stored_lines": True}}}}
+    def reingest(self, first: date, last: date | None = None, folders: bool = False) -> Step:
+        """Ingest received days ``first..last`` again from the lines the tables hold (one run); ``folders``: from
+        every file their folders hold now, replacing the days whole."""
+        chosen = {"whole_days": True} if folders else {"stored_lines": True}
+        config = {"ops": {self.names.of("ingest"): {"config": chosen}}}
         return self._execute("ingest_job", _partitions(first, last), config)
 
     def refresh(self, due: planning.Backlog) -> Step:

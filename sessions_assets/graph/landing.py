@@ -34,6 +34,8 @@ def _per_day(done) -> dg.MetadataValue:
                 "rejected": d.rejected,
                 "suppressed": d.suppressed,
                 "event_days": len(d.event_days),
+                "files_read": len(d.files),
+                "files_kept": d.kept,
                 "fingerprint": d.fingerprint,
             }
             for day, d in sorted(done.items())
@@ -69,6 +71,10 @@ class IngestConfig(dg.Config):
     # Judge the lines the tables hold of the run's days again, not their folders: after the time zone or the
     # acceptance rules changed (``sessions-assets reingest``); a day's folder may be gone.
     stored_lines: bool = False
+    # Read every file of the run's days and replace the days whole: what their folders hold now (a file removed
+    # from a folder withdraws its lines only so). Otherwise a run reads the files new or changed since the day's
+    # last ingest, and keeps the rows of the others.
+    whole_days: bool = False
 
 
 def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
@@ -91,9 +97,10 @@ def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
         required_resource_keys={names.spark, names.pipeline},
     )
     def ingest(context: dg.AssetExecutionContext, config: IngestConfig):
-        """The run's received days, replaced whole in each table (the map, then the record of what was read, last)."""
+        """The run's received days' new and changed files, replacing their rows in each table (the map, then the
+        record of what was read, last)."""
         days = [date.fromisoformat(key) for key in context.partition_keys]
-        for asset, metadata in ingested(context, names, days, config.stored_lines).items():
+        for asset, metadata in ingested(context, names, days, config.stored_lines, config.whole_days).items():
             yield dg.MaterializeResult(asset_key=names.key(asset), metadata=metadata)
 
     return dg.Definitions(assets=[ingest])
@@ -107,21 +114,27 @@ def ingested_first(context: dg.OpExecutionContext, names: Names, days: list[date
             yield dg.AssetMaterialization(names.key(asset), partition=day.isoformat(), metadata=metadata)
 
 
-def ingested(context: dg.OpExecutionContext, names: Names, days: list[date], stored: bool = False) -> dict[str, dict]:
-    """Ingest the received days (``stored``: from the lines the tables hold), and what each landing asset's
-    materialization says of it."""
+def ingested(
+    context: dg.OpExecutionContext, names: Names, days: list[date], stored: bool = False, whole: bool = False
+) -> dict[str, dict]:
+    """Ingest the received days (``stored``: from the lines the tables hold; ``whole``: every file of their
+    folders), and what each landing asset's materialization says of it."""
     pipeline = pipeline_of(context, names)
     # Taken before the files are read: a file that changes during the read makes its day due again.
     storage = pipeline.storage()
     fingerprints = {day: "" if stored else storage.fingerprint(day) for day in days}
     wh = lambda: pipeline.warehouse(spark_of(context, names))  # noqa: E731 - Spark starts inside the step
-    done = run_step(context, lambda: ingest_days(wh(), pipeline, fingerprints, stored))
+    done = run_step(context, lambda: ingest_days(wh(), pipeline, fingerprints, stored, whole))
     reasons: dict[str, int] = {}
     for d in done.values():
         for reason, n in d.reasons.items():
             reasons[reason] = reasons.get(reason, 0) + n
     files = [
-        {"received_day": day.isoformat(), "file": _file_name(uri, counts.get("source")), **counts}
+        {
+            "received_day": day.isoformat(),
+            "file": _file_name(uri, counts.get("source")),
+            **{k: v for k, v in counts.items() if k != "events_per_day"},
+        }
         for day, d in sorted(done.items())
         for uri, counts in sorted(d.files.items())
     ]

@@ -35,10 +35,11 @@ from datetime import UTC, datetime, timedelta
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from sessions_assets.engine import accept, privacy
 from sessions_assets.settings import Settings
-from sessions_assets.warehouse import hooks, journal, ledger
+from sessions_assets.warehouse import hooks, ingest, journal, ledger
 from sessions_assets.warehouse.delta import DeltaLog, Warehouse, assign, on_days
 from sessions_assets.warehouse.ingest import STAGING, read_lines
 from sessions_assets.warehouse.journal import DONE, PENDING, REMOVED, ForgetError, Request
@@ -265,55 +266,61 @@ def _doomed(lines: DataFrame, users: DataFrame, devices: DataFrame, keys) -> Dat
 
 
 def _recount(wh: Warehouse, days: list | None) -> None:
-    """``partition_map`` and ``received_days`` of the received days that lost lines (None: of every day), counted
-    again from the rows left (one ``MERGE`` each, on the day; the fingerprints, the event days and the versions
-    stay)."""
+    """``partition_map`` and ``received_days`` (each day's totals and its files' counts) of the received days that
+    lost lines (None: of every day), counted again from the rows left; the fingerprints, the event days and the
+    versions stay, so a file delivered again is read only if it changed, and adds only what it holds."""
     on_day = F.lit(True) if days is None else F.col("received_date").isin(days)
-    raw = wh.read(RAW_EVENTS).where(on_day)
-    fresh = raw.groupBy("received_date", "event_date").agg(F.count(F.lit(1)).alias("_n"))
-    mapped = (
-        wh.read(PARTITION_MAP)
-        .where(on_day)
-        .select("received_date", "event_date")
-        .join(fresh, ["received_date", "event_date"], "full_outer")
-        .select("received_date", "event_date", F.coalesce("_n", F.lit(0)).alias("events"))
-    )
-    wh.merge(
-        PARTITION_MAP,
-        mapped,
-        "t.received_date = s.received_date AND t.event_date = s.event_date",
-        [
-            "WHEN MATCHED AND s.events = 0 THEN DELETE",
-            f"WHEN MATCHED THEN UPDATE SET {assign(['events'])}",
-        ],
-    )
-    accepted = raw.groupBy("received_date").agg(F.count(F.lit(1)).alias("accepted"))
+    counts: dict[tuple, list] = {}  # (received day, file) -> [lines, accepted, rejected, {event day: events}]
+    for r in wh.read(RAW_EVENTS).where(on_day).groupBy("received_date", "source_file", "event_date").count().collect():
+        c = counts.setdefault((r.received_date, r.source_file), [0, 0, 0, {}])
+        c[0], c[1], c[3][r.event_date] = c[0] + r["count"], c[1] + r["count"], r["count"]
     rejects = (
         wh.read(REJECTED_EVENTS)
         .where(on_day)
-        .groupBy("received_date")
-        .agg(F.count(F.lit(1)).alias("rejected"), F.count("payload").alias("_lines"))
+        .groupBy("received_date", "source_file")
+        .agg(F.count(F.lit(1)).alias("rejected"), F.count("payload").alias("lines"))
     )
-    day_list = (
-        wh.read(RECEIVED_DAYS).select("received_date")
-        if days is None
-        else wh.spark.createDataFrame([(d,) for d in days], "received_date date")
+    for r in rejects.collect():
+        c = counts.setdefault((r.received_date, r.source_file), [0, 0, 0, {}])
+        c[0], c[2] = c[0] + r.lines, c[2] + r.rejected
+    recorded = ledger.received(wh.storage)
+    chosen = sorted(recorded if days is None else set(days) & set(recorded))
+    if not chosen:
+        return
+    mapped = [
+        (day, event_day, n)
+        for day in chosen
+        for event_day, n in sorted(ingest.summed(c[3] for (d, _), c in counts.items() if d == day).items())
+    ]
+    wh.replace_where(
+        PARTITION_MAP, wh.spark.createDataFrame(mapped, PARTITION_MAP.schema), on_days("received_date", chosen)
     )
-    counts = (
-        day_list.join(accepted, "received_date", "left")
-        .join(rejects, "received_date", "left")
-        .select(
-            "received_date",
-            (F.coalesce("accepted", F.lit(0)) + F.coalesce("_lines", F.lit(0))).alias("lines"),
-            F.coalesce("accepted", F.lit(0)).alias("accepted"),
-            F.coalesce("rejected", F.lit(0)).alias("rejected"),
+    rows = []
+    for day in chosen:
+        of_day = [c for (d, _), c in counts.items() if d == day]
+        files = recorded[day].files
+        rows.append(
+            (
+                day,
+                sum(c[0] for c in of_day),
+                sum(c[1] for c in of_day),
+                sum(c[2] for c in of_day),
+                None
+                if files is None
+                else [
+                    replace(f, lines=c[0], accepted=c[1], rejected=c[2], events_per_day=c[3]).row()
+                    for f in files
+                    for c in [counts.get((day, f.source_file), [0, 0, 0, {}])]
+                ],
+            )
         )
-    )
+    columns = ["lines", "accepted", "rejected", "files"]
+    fields = [RECEIVED_DAYS.schema["received_date"], *(RECEIVED_DAYS.schema[c] for c in columns)]
     wh.merge(
         RECEIVED_DAYS,
-        counts,
+        wh.spark.createDataFrame(rows, T.StructType(fields)),
         "t.received_date = s.received_date",
-        [f"WHEN MATCHED THEN UPDATE SET {assign(['lines', 'accepted', 'rejected'])}"],
+        [f"WHEN MATCHED THEN UPDATE SET {assign(columns)}"],
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 
 from pyspark.sql import DataFrame
@@ -41,7 +41,8 @@ STAGING = "_staging"
 
 @dataclass
 class IngestedDay:
-    """What loading one received day did (materialization metadata and the CLI's summary)."""
+    """What loading one received day did (materialization metadata and the CLI's summary): the counts are of the
+    files this ingest read."""
 
     fingerprint: str = ""
     lines: int = 0
@@ -54,40 +55,93 @@ class IngestedDay:
     # file URI -> its source (in Segment's layout only), lines, accepted, rejected, suppressed, or why it was not read
     files: dict[str, dict] = field(default_factory=dict)
     suppressed: int = 0  # lines of forgotten persons, dropped: neither accepted nor rejected, never stored
+    kept: int = 0  # files of the day an earlier ingest read and this one did not (unchanged, or gone from the folder)
 
     @property
     def rejected(self) -> int:
         return sum(self.reasons.values())
 
 
+@dataclass(frozen=True)
+class Delivery:
+    """What an ingest reads of one received day: the files new or changed since the day's last ingest, and the
+    records it keeps of the others; ``kept`` None: the day is read whole, its rows replaced."""
+
+    files: list[LandingFile]
+    kept: tuple[ledger.FileRecord, ...] | None = None
+
+    @property
+    def whole(self) -> bool:
+        return self.kept is None
+
+
+def delivery(files: list[LandingFile], record: ledger.Received | None, zone: str) -> Delivery:
+    """A file is the unit of delivery: the day's files whose fingerprint its record does not hold are read, the
+    rows of the others stay (a file gone from the folder withdraws nothing). A day recorded without its files, or
+    in another time zone, is read whole."""
+    if record is None or record.files is None or record.zone != zone:
+        return Delivery(files)
+    recorded = {f.source_file: f.fingerprint for f in record.files}
+    read = [f for f in files if recorded.get(f.uri) != f.fingerprint]
+    names = {f.uri for f in read}
+    return Delivery(read, tuple(r for r in record.files if r.source_file not in names))
+
+
 def ingest_days(
-    wh: Warehouse, settings: Settings, fingerprints: dict[date, str], stored: bool = False
+    wh: Warehouse, settings: Settings, fingerprints: dict[date, str], stored: bool = False, whole: bool = False
 ) -> dict[date, IngestedDay]:
-    """Parse the files of the received days (fingerprint taken before the read) in one read, and replace those
-    days in each landing table in one commit: the map after the rows, the record of what was ingested last.
-    ``stored``: judge the lines the tables hold of those days again instead (their folders may be gone), after the
-    time zone or the acceptance rules changed; each day keeps the fingerprint its latest ingest recorded."""
+    """Parse the new and changed files of the received days (fingerprint taken before the read) in one read, and
+    replace their rows in each landing table in one commit: the map after the rows, the record of what was
+    ingested last. ``whole``: read every file of the days and replace the days whole (what their folders hold
+    now). ``stored``: judge the lines the tables hold of those days again instead (their folders may be gone),
+    after the time zone or the acceptance rules changed; each day keeps the fingerprints its latest ingest
+    recorded."""
+    recorded = ledger.received(wh.storage)
     if stored:
-        recorded = ledger.received(wh.storage)
         fingerprints = {day: recorded[day].fingerprint for day in fingerprints if day in recorded}
-        lines, count, files, broken = stored_lines(wh, sorted(fingerprints))
+        lines, count, files, broken = stored_lines(wh, sorted(fingerprints), recorded)
         with wh.compiled(count):
-            return _replace_days(wh, settings, fingerprints, files, lines, broken)
-    files = {day: wh.storage.landing_files(day) for day in sorted(fingerprints)}
-    lines, count, broken, staged = read_lines(wh, [f for day in files for f in files[day] if f.skip_reason is None])
+            return _replace_days(wh, settings, fingerprints, {d: Delivery(f) for d, f in files.items()}, lines, broken)
+    days = sorted(fingerprints)
+    plans = {
+        day: delivery(wh.storage.landing_files(day), None if whole else recorded.get(day), settings.time_zone)
+        for day in days
+    }
+    if not any(plan.files or plan.whole for plan in plans.values()):
+        return _record_only(wh, settings, fingerprints, plans, recorded)
+    lines, count, broken, staged = read_lines(wh, [f for p in plans.values() for f in p.files if f.skip_reason is None])
     try:
         with wh.compiled(count):
-            return _replace_days(wh, settings, fingerprints, files, lines, broken)
+            return _replace_days(wh, settings, fingerprints, plans, lines, broken)
     finally:
         for uri in staged:
             wh.storage.fs.rm(uri, recursive=True)
+
+
+def _record_only(
+    wh: Warehouse,
+    settings: Settings,
+    fingerprints: dict[date, str],
+    plans: dict[date, Delivery],
+    recorded: dict[date, ledger.Received],
+) -> dict[date, IngestedDay]:
+    """Days with no file to read (their folders lost files, or nothing changed): no row moves; the record of a day
+    whose fingerprint moved is written again with it, and nothing is written when none did."""
+    done = {day: IngestedDay(fingerprints[day], kept=len(plan.kept or ())) for day, plan in plans.items()}
+    moved = [day for day in plans if recorded[day].fingerprint != fingerprints[day]]
+    if moved:
+        rows = [replace(recorded[day], fingerprint=fingerprints[day]) for day in moved]
+        _write_records(wh, rows, on_days("received_date", moved))
+    for day, ingested in done.items():
+        ingested.event_days = list(recorded[day].event_days)
+    return done
 
 
 def _replace_days(
     wh: Warehouse,
     settings: Settings,
     fingerprints: dict[date, str],
-    files: dict[date, list[LandingFile]],
+    plans: dict[date, Delivery],
     lines: DataFrame,
     broken: list,
 ) -> dict[date, IngestedDay]:
@@ -100,8 +154,8 @@ def _replace_days(
     Days whose commit names files an erasure's purge removed before the commit (they were not yet committed when it
     vacuumed) are written again too."""
     days = sorted(fingerprints)
-    day_of = {f.uri: day for day in days for f in files[day]}
-    source_of = {f.uri: f.source_id for day in days for f in files[day]}
+    day_of = {f.uri: day for day in days for f in plans[day].files}
+    source_of = {f.uri: f.source_id for day in days for f in plans[day].files}
     received = wh.spark.createDataFrame(
         [(uri, day, source_of[uri]) for uri, day in day_of.items()],
         "source_file string, received_date date, source_id string",
@@ -116,11 +170,11 @@ def _replace_days(
     while True:
         listed = journal.suppression(wh)
         judged, listed = _judged(wh, settings, classified, listed, hashed)
-        done = _counted(judged, fingerprints, files)
+        done = _counted(judged, fingerprints, plans)
         hooks.reached(hooks.LINES_JUDGED)
         if journal.version(wh.storage) != listed.version:  # a request came while the lines were judged
             continue
-        committed = _write(wh, settings, judged, done, files, broken, day_of)
+        committed = _write(wh, settings, judged, done, plans, broken, day_of)
         now = journal.suppression(wh)
         if (now.users, now.devices) != (listed.users, listed.devices):
             journal.add(wh, hashed.get("key") or journal.load_key(settings), journal.PURGE)
@@ -153,21 +207,19 @@ def _judged(
     return privacy.mark(lines, users, devices, "suppressed"), listed
 
 
-def _counted(
-    judged: DataFrame, fingerprints: dict[date, str], files: dict[date, list[LandingFile]]
-) -> dict[date, IngestedDay]:
+def _counted(judged: DataFrame, fingerprints: dict[date, str], plans: dict[date, Delivery]) -> dict[date, IngestedDay]:
     """Every count the run reports, in one query: per received day, file, reason and event day."""
-    days = sorted(fingerprints)
     done = {
         day: IngestedDay(
             fingerprints[day],
             files={
-                f.uri: {**_source(f), "lines": 0, "accepted": 0, "rejected": 0, "suppressed": 0}
-                for f in files[day]
+                f.uri: {**_source(f), "lines": 0, "accepted": 0, "rejected": 0, "suppressed": 0, "events_per_day": {}}
+                for f in plans[day].files
                 if not f.skip_reason
             },
+            kept=len(plans[day].kept or ()),
         )
-        for day in days
+        for day in sorted(fingerprints)
     }
     for row in judged.groupBy("received_date", "source_file", "reason", "event_date", "suppressed").count().collect():
         ingested = done[row.received_date]
@@ -180,9 +232,26 @@ def _counted(
         counts["accepted" if row.reason is None else "rejected"] += row["count"]
         if row.reason is None:
             ingested.events_per_day[row.event_date] = ingested.events_per_day.get(row.event_date, 0) + row["count"]
+            per_day = counts["events_per_day"]
+            per_day[row.event_date] = per_day.get(row.event_date, 0) + row["count"]
         else:
             ingested.reasons[row.reason] = ingested.reasons.get(row.reason, 0) + row["count"]
     return done
+
+
+def _read_where(plans: dict[date, Delivery]) -> str:
+    """The rows an ingest replaces: those of the days read whole, and those of the files read of the others."""
+    whole = [day for day, plan in plans.items() if plan.whole]
+    parts = [on_days("received_date", whole)] if whole else []
+    for day, plan in sorted(plans.items()):
+        if not plan.whole and plan.files:
+            uris = ", ".join(_quoted(f.uri) for f in plan.files)
+            parts.append(f"(received_date = '{day.isoformat()}' AND source_file IN ({uris}))")
+    return " OR ".join(parts)
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _write(
@@ -190,18 +259,23 @@ def _write(
     settings: Settings,
     judged: DataFrame,
     done: dict[date, IngestedDay],
-    files: dict[date, list[LandingFile]],
+    plans: dict[date, Delivery],
     broken: list,
     day_of: dict[str, date],
 ) -> list[tuple[Table, int]]:
-    """Replace the days in each landing table: the rows, the map, then the record of what was ingested. Returns
-    each table and the version its commit made."""
+    """Replace the files' rows in each landing table: the rows, the map, then the record of what was ingested.
+    Returns each table and the version its commit made."""
     days = sorted(done)
-    skipped = [(f, f.skip_reason, f.detail) for day in days for f in files[day] if f.skip_reason] + broken
+    skipped = [(f, f.skip_reason, f.detail) for day in days for f in plans[day].files if f.skip_reason] + broken
     for f, reason, detail in skipped:
         ingested = done[day_of[f.uri]]
         ingested.files[f.uri] = {
             **_source(f),
+            "lines": 0,
+            "accepted": 0,
+            "rejected": 0,
+            "suppressed": 0,
+            "events_per_day": {},
             **ingested.files.get(f.uri, {}),
             "skipped": reason,
             "detail": detail,
@@ -213,19 +287,38 @@ def _write(
     )
     kept = judged.where(~F.col("suppressed"))
     rejected = kept.where(F.col("reason").isNotNull()).select(*REJECTED_EVENTS.columns).unionByName(file_rows)
+    fingerprint_of = {f.uri: f.fingerprint for day in days for f in plans[day].files}
+    records = {
+        day: [
+            *(plans[day].kept or ()),
+            *(
+                ledger.FileRecord(
+                    uri,
+                    fingerprint_of[uri],
+                    c["lines"] - c["suppressed"],
+                    c["accepted"],
+                    c["rejected"] + (1 if c.get("skipped") else 0),
+                    c["events_per_day"],
+                )
+                for uri, c in done[day].files.items()
+            ),
+        ]
+        for day in days
+    }
+    mapped_now = {day: summed(r.events_per_day for r in records[day]) for day in days}
     mapping = wh.spark.createDataFrame(
-        [(day, d, n) for day in days for d, n in done[day].events_per_day.items()], PARTITION_MAP.schema
+        [(day, d, n) for day in days for d, n in sorted(mapped_now[day].items())], PARTITION_MAP.schema
     )
-    where = on_days("received_date", days)
+    where = _read_where(plans)
     # The event days the days' earlier ingests mapped: a small table, read without Spark.
     before = [r for r in ledger.small_table(wh.storage, PARTITION_MAP) if r["received_date"] in done]
     committed = []  # (table, the version its write made, as far as this ingest knows)
-    for table, rows in (
-        (RAW_EVENTS, kept.where(F.col("reason").isNull())),
-        (REJECTED_EVENTS, rejected),
-        (PARTITION_MAP, mapping),
+    for table, rows, condition in (
+        (RAW_EVENTS, kept.where(F.col("reason").isNull()), where),
+        (REJECTED_EVENTS, rejected, where),
+        (PARTITION_MAP, mapping, on_days("received_date", days)),
     ):
-        wh.replace_where(table, rows, where)
+        wh.replace_where(table, rows, condition)
         committed.append((table, wh.version(table)))
         hooks.reached(hooks.TABLE_WRITTEN, table=table)
     raw_version = committed[0][1]
@@ -234,32 +327,67 @@ def _write(
         ingested.event_days = sorted(mapped | set(ingested.events_per_day))
         ingested.accepted = sum(ingested.events_per_day.values())
         ingested.lines = sum(f.get("lines", 0) for f in ingested.files.values())
-    # The lines a day holds: those stored, accepted or rejected (a forgotten person's are not counted).
+    rows = [
+        ledger.Received(
+            day,
+            d.fingerprint,
+            sum(r.lines for r in records[day]),
+            sum(r.accepted for r in records[day]),
+            sum(r.rejected for r in records[day]),
+            tuple(d.event_days),
+            raw_version,
+            settings.time_zone,
+            tuple(records[day]),
+        )
+        for day, d in done.items()
+    ]
+    _write_records(wh, rows, on_days("received_date", days))
+    return [*committed, (RECEIVED_DAYS, wh.version(RECEIVED_DAYS))]
+
+
+def summed(counts) -> dict[date, int]:
+    """Events per event day, summed over files."""
+    total: dict[date, int] = {}
+    for per_day in counts:
+        for day, n in per_day.items():
+            total[day] = total.get(day, 0) + n
+    return total
+
+
+def _write_records(wh: Warehouse, rows: list[ledger.Received], where: str) -> None:
+    """Replace the records of received days (``received_days``), stamped with the time of this write."""
+    now = datetime.now(UTC)
     record = wh.spark.createDataFrame(
         [
             (
-                day,
-                d.fingerprint,
-                d.lines - d.suppressed,
-                d.accepted,
-                d.rejected,
-                d.event_days,
-                raw_version,
-                datetime.now(UTC),
-                settings.time_zone,
+                r.day,
+                r.fingerprint,
+                r.lines,
+                r.accepted,
+                r.rejected,
+                list(r.event_days),
+                r.raw_version,
+                now,
+                r.time_zone,
+                None if r.files is None else [f.row() for f in r.files],
             )
-            for day, d in done.items()
+            for r in rows
         ],
         RECEIVED_DAYS.schema,
     )
     wh.replace_where(RECEIVED_DAYS, record, where)
-    return [*committed, (RECEIVED_DAYS, wh.version(RECEIVED_DAYS))]
 
 
-def stored_lines(wh: Warehouse, days: list[date]) -> tuple[DataFrame, int, dict[date, list[LandingFile]], list]:
+def stored_lines(
+    wh: Warehouse, days: list[date], recorded: dict[date, ledger.Received] | None = None
+) -> tuple[DataFrame, int, dict[date, list[LandingFile]], list]:
     """The lines the tables hold of received days, as ``read_lines`` gives a folder's: one row per line
-    (``payload``, ``source_file``), how many, each day's files (those the rows name), and the files that were not
-    read whole when they were ingested (file, reason, detail), whose rejects rows carry no line."""
+    (``payload``, ``source_file``), how many, each day's files (those the rows name, with the fingerprints
+    ``recorded`` holds of them), and the files that were not read whole when they were ingested (file, reason,
+    detail), whose rejects rows carry no line."""
+    fingerprints = {
+        f.source_file: f.fingerprint for r in (recorded or {}).values() if r.day in days for f in r.files or ()
+    }
     on_days = F.col("received_date").isin(days)
     named = ("received_date", "source_file", "source_id")
     raw = wh.read(RAW_EVENTS).where(on_days).select(*named, "payload")
@@ -271,7 +399,10 @@ def stored_lines(wh: Warehouse, days: list[date]) -> tuple[DataFrame, int, dict[
     for row in [*found, *unread]:
         name = row.source_file.rsplit("/", 1)[-1]
         files[row.received_date][row.source_file] = LandingFile(
-            row.source_file, f"{row.source_id}/{name}" if row.source_id else name, "", source_id=row.source_id
+            row.source_file,
+            f"{row.source_id}/{name}" if row.source_id else name,
+            fingerprints.get(row.source_file, ""),
+            source_id=row.source_id,
         )
     broken = [(files[r.received_date][r.source_file], r.reason, r.detail) for r in unread]
     listed = {day: sorted(by_uri.values(), key=lambda f: f.name) for day, by_uri in files.items()}

@@ -160,6 +160,35 @@ def behind(storage: Storage) -> list[Position]:
 
 
 @dataclass(frozen=True)
+class FileRecord:
+    """One landing file of a received day as its latest read left it (``tables.FILE_RECORD``): the lines it holds
+    in the tables (a forgotten person's are not counted), accepted, rejected (a file not read whole counts one
+    more), and its accepted lines per event day."""
+
+    source_file: str
+    fingerprint: str
+    lines: int
+    accepted: int
+    rejected: int
+    events_per_day: dict[date, int]
+
+    @classmethod
+    def of(cls, row: dict) -> FileRecord:
+        per_day = row["events_per_day"] or {}
+        return cls(
+            row["source_file"],
+            row["fingerprint"],
+            row["lines"],
+            row["accepted"],
+            row["rejected"],
+            dict(per_day.items() if isinstance(per_day, dict) else per_day),
+        )
+
+    def row(self) -> tuple:
+        return (self.source_file, self.fingerprint, self.lines, self.accepted, self.rejected, self.events_per_day)
+
+
+@dataclass(frozen=True)
 class Received:
     """A received day as its latest ingest left it (a row of ``received_days``)."""
 
@@ -173,6 +202,8 @@ class Received:
     # The zone its event days are local days of; None: ingested before days were local (in UTC) and before ids sent
     # as JSON integers were read.
     time_zone: str | None = None
+    # Its files as read; None: ingested before files were recorded (its next ingest reads the day whole).
+    files: tuple[FileRecord, ...] | None = None
 
     @property
     def zone(self) -> str:
@@ -211,6 +242,7 @@ def received(storage: Storage) -> dict[date, Received]:
             tuple(r["event_days"] or ()),
             r["raw_version"],
             r.get("time_zone"),
+            None if r.get("files") is None else tuple(FileRecord.of(f) for f in r["files"]),
         )
         for r in rows
     }

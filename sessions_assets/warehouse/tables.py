@@ -106,11 +106,28 @@ PARTITION_MAP = Table(
 # event days it touched (with those an earlier ingest of the day mapped), the ``raw_events`` version its commit
 # made (the received days a refresh has not absorbed are those past ``events``' note), and the time zone its event
 # days are local days of (null: UTC, a day ingested before days were local).
+# What an ingest recorded of one landing file of a received day: the file is the unit of delivery, so the next
+# ingest of the day reads only the files whose fingerprint differs (``warehouse/ingest.py``).
+FILE_RECORD = T.StructType(
+    [
+        T.StructField("source_file", T.StringType()),
+        T.StructField("fingerprint", T.StringType()),
+        T.StructField("lines", T.LongType()),
+        T.StructField("accepted", T.LongType()),
+        T.StructField("rejected", T.LongType()),
+        T.StructField("events_per_day", T.MapType(T.DateType(), T.LongType())),
+    ]
+)
 RECEIVED_DAYS = Table(
     "received_days",
-    schema(
-        "received_date date, fingerprint string, lines long, accepted long, rejected long, event_days array<date>, "
-        "raw_version long, ingested_at timestamp, time_zone string"
+    T.StructType(
+        [
+            *schema(
+                "received_date date, fingerprint string, lines long, accepted long, rejected long, "
+                "event_days array<date>, raw_version long, ingested_at timestamp, time_zone string"
+            ).fields,
+            T.StructField("files", T.ArrayType(FILE_RECORD)),
+        ]
     ),
     sort_by=("received_date",),
 )

@@ -1,5 +1,6 @@
-"""Every line of every landing file is accounted for, one bad file stops nothing, and a received day that
-gains or loses lines is processed again to what processing its final files once would give."""
+"""Every line of every landing file is accounted for, one bad file stops nothing, a file is the unit of delivery,
+and a received day whose files gain or lose lines is processed again to what processing its final files once would
+give."""
 
 from __future__ import annotations
 
@@ -11,7 +12,16 @@ from datetime import date
 import pytest
 from pyspark.sql import functions as F
 
-from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, RAW_EVENTS, REJECTED_EVENTS, SESSIONS, USERS
+from sessions_assets.warehouse import ledger
+from sessions_assets.warehouse.delta import DeltaLog
+from sessions_assets.warehouse.tables import (
+    DAILY_SNAPSHOT,
+    RAW_EVENTS,
+    RECEIVED_DAYS,
+    REJECTED_EVENTS,
+    SESSIONS,
+    USERS,
+)
 from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
 from sessions_assets_tests.helpers.landing import segment, write_day
 
@@ -80,6 +90,36 @@ def test_a_day_that_gains_a_file_and_then_loses_lines_ends_as_if_read_once(runne
     assert_tables_match_oracle(runner_wh(runner), data_root)
 
 
+@pytest.mark.scenario
+def test_a_file_is_the_unit_of_delivery_and_a_removed_file_withdraws_nothing(runner, data_root):
+    write_day(data_root, DAY, lines("m", 3))
+    runner.process()
+    # A file added to the day: only its lines are read and written.
+    added = write_day(data_root, DAY, [*lines("n", 2), "not json"], "part-0001.jsonl")
+    step = runner.ingest(DAY)
+    (day,) = (r.data for r in step.metadata["raw_events"]["per_received_day"].records)
+    assert (day["files_read"], day["files_kept"], day["lines"], day["accepted"]) == (1, 1, 3, 2)
+    log = DeltaLog(runner.storage, RAW_EVENTS)
+    assert log.commit_info(log.version())["operationMetrics"]["numOutputRows"] == "2"
+    runner.process()
+    assert_tables_match_oracle(runner_wh(runner), data_root)
+    recorded = ledger.received(runner.storage)[DAY]
+    assert (recorded.lines, recorded.accepted, recorded.rejected) == (6, 5, 1)
+    assert sorted((f.source_file.rsplit("/", 1)[-1], f.lines, f.accepted) for f in recorded.files) == [
+        ("part-0000.jsonl", 3, 3),
+        ("part-0001.jsonl", 3, 2),
+    ]
+    # The file removed from the folder: its lines stay, until the day is ingested again whole on request.
+    added.unlink()
+    runner.process()
+    stored = {r.message_id for r in runner_wh(runner).read(RAW_EVENTS).collect()}
+    assert stored == {"m-0", "m-1", "m-2", "n-0", "n-1"}
+    runner.reingest(DAY, folders=True)
+    runner.process()
+    assert {r.message_id for r in runner_wh(runner).read(RAW_EVENTS).collect()} == {"m-0", "m-1", "m-2"}
+    assert_tables_match_oracle(runner_wh(runner), data_root)
+
+
 def runner_wh(runner):
     """The warehouse the runner's resources point at."""
     resources = runner.resources
@@ -87,13 +127,16 @@ def runner_wh(runner):
 
 
 @pytest.mark.scenario
-def test_a_day_ingested_again_unchanged_refreshes_to_the_same_tables(runner, data_root):
+def test_a_day_ingested_again_unchanged_writes_nothing_and_read_whole_refreshes_to_the_same_tables(runner, data_root):
     write_day(data_root, DAY, lines("m", 3))
     steps, _ = runner.process()
     summed = steps[-1].metadata["daily_snapshot"]["snapshot_days_summed"]  # a first build sums every day it has
     assert summed == runner_wh(runner).read(DAILY_SNAPSHOT).select("snapshot_date").distinct().count() > 0
     before = {t.name: sorted(map(tuple, runner_wh(runner).read(t).collect())) for t in (SESSIONS, USERS)}
-    runner.ingest(DAY)  # the same files again: raw_events replaced by the same rows, nothing for events to change
+    versions = {t.name: DeltaLog(runner.storage, t).version() for t in (RAW_EVENTS, RECEIVED_DAYS)}
+    runner.ingest(DAY)  # the same files again: nothing to read, nothing written
+    assert {t.name: DeltaLog(runner.storage, t).version() for t in (RAW_EVENTS, RECEIVED_DAYS)} == versions
+    runner.reingest(DAY, folders=True)  # read whole on request: raw_events replaced by the same rows
     runner.process()
     assert {t.name: sorted(map(tuple, runner_wh(runner).read(t).collect())) for t in (SESSIONS, USERS)} == before
     assert_tables_match_oracle(runner_wh(runner), data_root)
