@@ -6,8 +6,9 @@ time, some days late, some
 identified on a device others browse from anonymously or log in on too (the logins late or early), some
 delivered twice (the same line again, or a retried request stamped seconds or minutes off, sometimes
 across midnight, received before or after the original), one or two from "the future", a broken line.
-The received days arrive in a random order, some together, and one day already processed is ingested
-again. Every table must then equal the oracle's recompute from all landing lines at once, in the drawn zone.
+The received days arrive in a random order, some together; one of them comes in two files, the second after the
+first was processed (only it is read then); and one day already processed is ingested again, unchanged (nothing is
+read) or whole on request. Every table must then equal the oracle's recompute from all landing lines at once, in the drawn zone.
 """
 
 from __future__ import annotations
@@ -134,8 +135,10 @@ def landing_zones(draw, days: Days = ZONES[0]) -> dict[date, list[str]]:  # noqa
 
 @st.composite
 def arrivals(draw, days: Days = ZONES[0]) -> list[tuple[str, tuple[date, ...]]]:  # noqa: B008 (frozen)
-    """Steps: ('arrive', days) writes the days' folders and runs what is due (ingests, then one refresh);
-    ('again', (day,)) ingests an already processed day once more, for the next refresh to absorb."""
+    """Steps: ('arrive', days) writes the days' folders and runs what is due (ingests, then one refresh); one
+    received day comes in two files, ('more', (day,)) writing its second file after its first was processed;
+    ('again', (day,)) ingests an already processed day once more (nothing changed: nothing to read), or
+    ('whole', (day,)) reads it whole on request, for the next refresh to absorb."""
     order = draw(st.permutations(days.received))
     steps, batch = [], [order[0]]
     for day in order[1:]:
@@ -145,30 +148,42 @@ def arrivals(draw, days: Days = ZONES[0]) -> list[tuple[str, tuple[date, ...]]]:
             steps.append(("arrive", tuple(batch)))
             batch = [day]
     steps.append(("arrive", tuple(batch)))
+    split = draw(st.sampled_from(days.received))
+    after = next(n for n, (_, arrived) in enumerate(steps) if split in arrived) + 1
+    steps.insert(draw(st.integers(after, len(steps))), ("more", (split,)))
     at = draw(st.integers(1, len(steps)))
-    arrived = [day for _, days in steps[:at] for day in days]
-    steps.insert(at, ("again", (draw(st.sampled_from(arrived)),)))
+    arrived = [day for what, days in steps[:at] if what == "arrive" for day in days]
+    steps.insert(at, (draw(st.sampled_from(("again", "whole"))), (draw(st.sampled_from(arrived)),)))
     return steps
 
 
 @st.composite
-def scenarios(draw) -> tuple[Days, dict[date, list[str]], list[tuple[str, tuple[date, ...]]]]:
-    """A zone and its days, a landing zone over them, and the order it arrives in."""
+def scenarios(draw) -> tuple[Days, dict[date, list[str] | tuple[list[str], list[str]]], list]:
+    """A zone and its days, a landing zone over them (the split day's lines in two files, the second written
+    later), and the order it arrives in."""
     days = draw(st.sampled_from(ZONES))
-    return days, draw(landing_zones(days)), draw(arrivals(days))
+    zone, steps = draw(landing_zones(days)), draw(arrivals(days))
+    split = next(days[0] for what, days in steps if what == "more")
+    at = draw(st.integers(1, max(1, len(zone[split]) - 1)))  # the first file holds a line (a day is not empty)
+    zone[split] = (zone[split][:at], zone[split][at:])
+    return days, zone, steps
 
 
 def arrive(runner, root: Path, zone: dict[date, list[str]], step: tuple[str, tuple[date, ...]]) -> None:
+    """Carry out one step of ``arrivals``; ``zone`` holds the split day's lines in two files."""
     what, days = step
-    if what == "again":
-        runner.ingest(days[0])
+    if what in ("again", "whole"):
+        runner.reingest(days[0], folders=True) if what == "whole" else runner.ingest(days[0])
         return
     for day in days:
-        write_day(root, day, zone[day])
+        files = zone[day] if isinstance(zone[day], tuple) else (zone[day],)
+        write_day(root, day, files[1], "part-0001.jsonl") if what == "more" else write_day(root, day, files[0])
     runs, refreshed = runner.process()  # one run per range of consecutive days, each ingesting and refreshing
     ingests = [run.metadata["raw_events"] for run in runs if "raw_events" in run.metadata]  # not an erasure's
-    ingested = [r.data["received_day"] for m in ingests for r in m["per_received_day"].records]
-    assert ingested == [d.isoformat() for d in sorted(days)] and refreshed is not None
+    read = {r.data["received_day"]: r.data for m in ingests for r in m["per_received_day"].records}
+    assert sorted(read) == [d.isoformat() for d in sorted(days)] and refreshed is not None
+    if what == "more":  # a file is the unit of delivery: the day's first file is not read again
+        assert (read[days[0].isoformat()]["files_read"], read[days[0].isoformat()]["files_kept"]) == (1, 1)
 
 
 @settings(
@@ -187,6 +202,8 @@ def test_any_arrival_order_with_a_day_ingested_twice_equals_a_full_recompute(spa
         (root / "landing").mkdir(parents=True)
         for step in steps:
             arrive(runner, root, zone, step)
-        if steps[-1][0] == "again":
-            assert runner.process()[1] is not None, "a re-ingest leaves a refresh due"
+        last = steps[-1][0]
+        if last in ("again", "whole"):
+            due = runner.process()[1] is not None
+            assert due == (last == "whole"), "a day read whole leaves a refresh due; an unchanged one, nothing"
         assert_tables_match_oracle(Warehouse(spark, Storage(str(root))), root, time_zone=days.zone)

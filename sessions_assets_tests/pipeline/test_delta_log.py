@@ -73,7 +73,7 @@ def test_a_process_that_read_the_received_days_without_spark_exits_cleanly(wareh
     """The sensors, ``status`` and a ``run`` with nothing due read ``received_days`` with delta-rs and exit. Arrow's
     scan of it left an IO thread that aborted the interpreter at exit about one time in two."""
     for day in (date(2024, 3, 1), date(2024, 3, 2)):  # two files: Arrow scans them side by side
-        row = (day, "f", 3, 2, 1, [day], 0, datetime(2024, 3, 3), "UTC")
+        row = (day, "f", 3, 2, 1, [day], 0, datetime(2024, 3, 3), "UTC", [("file:/a.jsonl", "a", 3, 2, 1, {day: 2})])
         warehouse.append(RECEIVED_DAYS, spark.createDataFrame([row], RECEIVED_DAYS.schema))
     read = (
         "import sys; from sessions_assets.warehouse import ledger; from sessions_assets.warehouse.storage import "

@@ -11,6 +11,7 @@ from datetime import datetime
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
+from pyspark.sql import Row
 
 from sessions_assets.cli.generate import generate_landing_zone
 from sessions_assets.warehouse.tables import ALL, SESSIONS
@@ -18,12 +19,19 @@ from sessions_assets.warehouse.tables import ALL, SESSIONS
 pytestmark = pytest.mark.scenario
 
 
-def _plain(value):
-    """A value as both readers agree to spell it: naive UTC datetimes, tuples for arrays."""
+def _plain(value, arrow: bool = False):
+    """A value as both readers agree to spell it: naive UTC datetimes, tuples for arrays and structs (a Spark
+    ``Row``, an Arrow dict), sorted pairs for maps (a Spark dict, an Arrow list of pairs)."""
     if isinstance(value, datetime):
         return value.replace(tzinfo=None)
+    if isinstance(value, Row) or (arrow and isinstance(value, dict)):
+        return tuple(_plain(v, arrow) for v in (value.values() if isinstance(value, dict) else value))
+    if isinstance(value, dict):
+        return tuple(sorted((k, _plain(v)) for k, v in value.items()))
+    if arrow and isinstance(value, list) and value and all(isinstance(v, tuple) for v in value):
+        return tuple(sorted((k, _plain(v, arrow)) for k, v in value))
     if isinstance(value, list):
-        return tuple(value)
+        return tuple(_plain(v, arrow) for v in value)
     return value
 
 
@@ -44,4 +52,4 @@ def test_every_table_reads_the_same_with_deltalake_as_with_spark(runner, data_ro
         found = QueryBuilder().register("t", DeltaTable(str(data_root / "warehouse" / table.name)))
         columns = ", ".join(f'"{c}"' for c in table.columns)
         rows = pa.table(found.execute(f"SELECT {columns} FROM t").read_all()).to_pylist()
-        assert Counter(tuple(_plain(r[c]) for c in table.columns) for r in rows) == spark_rows, table.name
+        assert Counter(tuple(_plain(r[c], arrow=True) for c in table.columns) for r in rows) == spark_rows, table.name
