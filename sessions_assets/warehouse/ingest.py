@@ -240,13 +240,17 @@ def _counted(judged: DataFrame, fingerprints: dict[date, str], plans: dict[date,
 
 
 def _read_where(plans: dict[date, Delivery]) -> str:
-    """The rows an ingest replaces: those of the days read whole, and those of the files read of the others."""
+    """The rows an ingest replaces: those of the days read whole, and of the others every row but the kept files'
+    (the files read, and any row a failed ingest committed before its record: the day then holds exactly what its
+    record says)."""
     whole = [day for day, plan in plans.items() if plan.whole]
     parts = [on_days("received_date", whole)] if whole else []
     for day, plan in sorted(plans.items()):
         if not plan.whole and plan.files:
-            uris = ", ".join(_quoted(f.uri) for f in plan.files)
-            parts.append(f"(received_date = '{day.isoformat()}' AND source_file IN ({uris}))")
+            kept = ", ".join(_quoted(r.source_file) for r in plan.kept)
+            parts.append(
+                f"(received_date = '{day.isoformat()}'" + (f" AND source_file NOT IN ({kept}))" if kept else ")")
+            )
     return " OR ".join(parts)
 
 

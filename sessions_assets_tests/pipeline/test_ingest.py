@@ -12,7 +12,8 @@ from datetime import date
 import pytest
 from pyspark.sql import functions as F
 
-from sessions_assets.warehouse import ledger
+from sessions_assets.cli.runner import RunFailed
+from sessions_assets.warehouse import hooks, ledger
 from sessions_assets.warehouse.delta import DeltaLog
 from sessions_assets.warehouse.tables import (
     DAILY_SNAPSHOT,
@@ -117,6 +118,26 @@ def test_a_file_is_the_unit_of_delivery_and_a_removed_file_withdraws_nothing(run
     runner.reingest(DAY, folders=True)
     runner.process()
     assert {r.message_id for r in runner_wh(runner).read(RAW_EVENTS).collect()} == {"m-0", "m-1", "m-2"}
+    assert_tables_match_oracle(runner_wh(runner), data_root)
+
+
+@pytest.mark.scenario
+def test_rows_a_failed_ingest_committed_of_a_file_removed_before_the_retry_go(runner, data_root):
+    write_day(data_root, DAY, lines("m", 2))
+    runner.process()
+    added = write_day(data_root, DAY, lines("n", 2), "part-0001.jsonl")
+    write_day(data_root, DAY, lines("o", 1), "part-0002.jsonl")
+
+    def killed(table):
+        if table is RAW_EVENTS:
+            raise RuntimeError("killed after raw_events")
+
+    with hooks.at(hooks.TABLE_WRITTEN, killed), pytest.raises(RunFailed):
+        runner.ingest(DAY)
+    assert runner_wh(runner).read(RAW_EVENTS).count() == 5  # committed, not recorded
+    added.unlink()  # gone before the retry, which reads the other new file
+    runner.process()
+    assert {r.message_id for r in runner_wh(runner).read(RAW_EVENTS).collect()} == {"m-0", "m-1", "o-0"}
     assert_tables_match_oracle(runner_wh(runner), data_root)
 
 
