@@ -69,6 +69,9 @@ class Delivery:
 
     files: list[LandingFile]
     kept: tuple[ledger.FileRecord, ...] | None = None
+    # Files gone from the folder that hold no line in the tables (a hidden upload in progress, an empty file): their
+    # records, and a skipped file's rejects row, go.
+    dropped: tuple[str, ...] = ()
 
     @property
     def whole(self) -> bool:
@@ -77,14 +80,26 @@ class Delivery:
 
 def delivery(files: list[LandingFile], record: ledger.Received | None, zone: str) -> Delivery:
     """A file is the unit of delivery: the day's files whose fingerprint its record does not hold are read, the
-    rows of the others stay (a file gone from the folder withdraws nothing). A day recorded without its files, or
-    in another time zone, is read whole."""
+    rows of the others stay (a file gone from the folder withdraws nothing, unless it holds no line). A day
+    recorded without its files, or in another time zone, is read whole."""
     if record is None or record.files is None or record.zone != zone:
         return Delivery(files)
     recorded = {f.source_file: f.fingerprint for f in record.files}
     read = [f for f in files if recorded.get(f.uri) != f.fingerprint]
-    names = {f.uri for f in read}
-    return Delivery(read, tuple(r for r in record.files if r.source_file not in names))
+    names, present = {f.uri for f in read}, {f.uri for f in files}
+    gone = tuple(r.source_file for r in record.files if r.source_file not in present and not r.lines)
+    kept = tuple(r for r in record.files if r.source_file not in names and r.source_file not in gone)
+    return Delivery(read, kept, gone)
+
+
+def _current(plans: dict[date, Delivery], recorded: dict[date, ledger.Received]) -> dict[date, Delivery]:
+    """The plans with their kept files' counts as ``received_days`` holds them now: an erasure may have recounted
+    them since the days were planned."""
+    current = {}
+    for day, plan in plans.items():
+        now = {} if plan.whole or day not in recorded else {f.source_file: f for f in recorded[day].files or ()}
+        current[day] = replace(plan, kept=tuple(now.get(r.source_file, r) for r in plan.kept)) if now else plan
+    return current
 
 
 def ingest_days(
@@ -107,7 +122,7 @@ def ingest_days(
         day: delivery(wh.storage.landing_files(day), None if whole else recorded.get(day), settings.time_zone)
         for day in days
     }
-    if not any(plan.files or plan.whole for plan in plans.values()):
+    if not any(plan.files or plan.whole or plan.dropped for plan in plans.values()):
         return _record_only(wh, settings, fingerprints, plans, recorded)
     lines, count, broken, staged = read_lines(wh, [f for p in plans.values() for f in p.files if f.skip_reason is None])
     try:
@@ -174,6 +189,7 @@ def _replace_days(
         hooks.reached(hooks.LINES_JUDGED)
         if journal.version(wh.storage) != listed.version:  # a request came while the lines were judged
             continue
+        plans = _current(plans, ledger.received(wh.storage))
         committed = _write(wh, settings, judged, done, plans, broken, day_of)
         now = journal.suppression(wh)
         if (now.users, now.devices) != (listed.users, listed.devices):
@@ -246,12 +262,11 @@ def _read_where(plans: dict[date, Delivery]) -> str:
     whole = [day for day, plan in plans.items() if plan.whole]
     parts = [on_days("received_date", whole)] if whole else []
     for day, plan in sorted(plans.items()):
-        if not plan.whole and plan.files:
+        if not plan.whole and (plan.files or plan.dropped):
             kept = ", ".join(_quoted(r.source_file) for r in plan.kept)
-            parts.append(
-                f"(received_date = '{day.isoformat()}'" + (f" AND source_file NOT IN ({kept}))" if kept else ")")
-            )
-    return " OR ".join(parts)
+            on_day = f"received_date = DATE'{day.isoformat()}'"
+            parts.append(f"({on_day} AND source_file NOT IN ({kept}))" if kept else f"({on_day})")
+    return " OR ".join(parts) or "FALSE"
 
 
 def _quoted(text: str) -> str:
@@ -275,11 +290,6 @@ def _write(
         ingested = done[day_of[f.uri]]
         ingested.files[f.uri] = {
             **_source(f),
-            "lines": 0,
-            "accepted": 0,
-            "rejected": 0,
-            "suppressed": 0,
-            "events_per_day": {},
             **ingested.files.get(f.uri, {}),
             "skipped": reason,
             "detail": detail,
@@ -299,10 +309,10 @@ def _write(
                 ledger.FileRecord(
                     uri,
                     fingerprint_of[uri],
-                    c["lines"] - c["suppressed"],
-                    c["accepted"],
-                    c["rejected"] + (1 if c.get("skipped") else 0),
-                    c["events_per_day"],
+                    c.get("lines", 0) - c.get("suppressed", 0),
+                    c.get("accepted", 0),
+                    c.get("rejected", 0) + (1 if c.get("skipped") else 0),
+                    c.get("events_per_day", {}),
                 )
                 for uri, c in done[day].files.items()
             ),
