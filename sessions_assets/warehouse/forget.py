@@ -47,6 +47,7 @@ from sessions_assets.warehouse.refresh import refresh_events, refresh_sessions, 
 from sessions_assets.warehouse.tables import (
     DELETION_VECTORS,
     EVENTS,
+    FILE_RECORD,
     PARTITION_MAP,
     PERSONAL,
     RAW_EVENTS,
@@ -265,6 +266,10 @@ def _doomed(lines: DataFrame, users: DataFrame, devices: DataFrame, keys) -> Dat
     return by_user.unionByName(by_device).distinct()
 
 
+# A file's counts as a recount finds them (``tables.FILE_RECORD`` without its name and fingerprint).
+_FILE_COUNTS = T.StructType([f for f in FILE_RECORD.fields if f.name not in ("source_file", "fingerprint")])
+
+
 def _recount(wh: Warehouse, days: list | None) -> None:
     """``partition_map`` and ``received_days`` (each day's totals and its files' counts) of the received days that
     lost lines (None: of every day), counted again from the rows left; the fingerprints, the event days and the
@@ -295,32 +300,35 @@ def _recount(wh: Warehouse, days: list | None) -> None:
     wh.replace_where(
         PARTITION_MAP, wh.spark.createDataFrame(mapped, PARTITION_MAP.schema), on_days("received_date", chosen)
     )
-    rows = []
-    for day in chosen:
-        of_day = [c for (d, _), c in counts.items() if d == day]
-        files = recorded[day].files
-        rows.append(
-            (
-                day,
-                sum(c[0] for c in of_day),
-                sum(c[1] for c in of_day),
-                sum(c[2] for c in of_day),
-                None
-                if files is None
-                else [
-                    replace(f, lines=c[0], accepted=c[1], rejected=c[2], events_per_day=c[3]).row()
-                    for f in files
-                    for c in [counts.get((day, f.source_file), [0, 0, 0, {}])]
-                ],
-            )
+    rows = [
+        (
+            day,
+            sum(c[0] for (d, _), c in counts.items() if d == day),
+            sum(c[1] for (d, _), c in counts.items() if d == day),
+            sum(c[2] for (d, _), c in counts.items() if d == day),
+            {uri: tuple(c) for (d, uri), c in counts.items() if d == day},
         )
-    columns = ["lines", "accepted", "rejected", "files"]
-    fields = [RECEIVED_DAYS.schema["received_date"], *(RECEIVED_DAYS.schema[c] for c in columns)]
+        for day in chosen
+    ]
+    # Each file's counts are set inside the record the table holds at the commit, so that the files, and their
+    # fingerprints, of an ingest that committed since ``recorded`` was read stay.
+    per_file = T.MapType(T.StringType(), _FILE_COUNTS)
+    fields = [
+        *(RECEIVED_DAYS.schema[c] for c in ("received_date", "lines", "accepted", "rejected")),
+        T.StructField("counts", per_file),
+    ]
+    of = "s.counts[f.source_file]"
+    none = "map_from_arrays(CAST(array() AS array<date>), CAST(array() AS array<bigint>))"
+    files = (
+        "transform(t.files, f -> named_struct('source_file', f.source_file, 'fingerprint', f.fingerprint, "
+        f"'lines', coalesce({of}.lines, 0L), 'accepted', coalesce({of}.accepted, 0L), "
+        f"'rejected', coalesce({of}.rejected, 0L), 'events_per_day', coalesce({of}.events_per_day, {none})))"
+    )
     wh.merge(
         RECEIVED_DAYS,
         wh.spark.createDataFrame(rows, T.StructType(fields)),
         "t.received_date = s.received_date",
-        [f"WHEN MATCHED THEN UPDATE SET {assign(columns)}"],
+        [f"WHEN MATCHED THEN UPDATE SET {assign(['lines', 'accepted', 'rejected'])}, t.files = {files}"],
     )
 
 

@@ -95,26 +95,36 @@ def test_a_day_that_gains_a_file_and_then_loses_lines_ends_as_if_read_once(runne
 def test_a_file_is_the_unit_of_delivery_and_a_removed_file_withdraws_nothing(runner, data_root):
     write_day(data_root, DAY, lines("m", 3))
     runner.process()
-    # A file added to the day: only its lines are read and written.
+    # A file added to the day, and an upload in progress beside it: only they are read, and only the file's lines
+    # are written.
     added = write_day(data_root, DAY, [*lines("n", 2), "not json"], "part-0001.jsonl")
+    uploading = write_day(data_root, DAY, lines("u", 1), "_upload.jsonl")
     step = runner.ingest(DAY)
     (day,) = (r.data for r in step.metadata["raw_events"]["per_received_day"].records)
-    assert (day["files_read"], day["files_kept"], day["lines"], day["accepted"]) == (1, 1, 3, 2)
+    assert (day["files_read"], day["files_kept"], day["lines"], day["accepted"]) == (2, 1, 3, 2)
     log = DeltaLog(runner.storage, RAW_EVENTS)
     assert log.commit_info(log.version())["operationMetrics"]["numOutputRows"] == "2"
     runner.process()
     assert_tables_match_oracle(runner_wh(runner), data_root)
     recorded = ledger.received(runner.storage)[DAY]
-    assert (recorded.lines, recorded.accepted, recorded.rejected) == (6, 5, 1)
-    assert sorted((f.source_file.rsplit("/", 1)[-1], f.lines, f.accepted) for f in recorded.files) == [
-        ("part-0000.jsonl", 3, 3),
-        ("part-0001.jsonl", 3, 2),
+    assert (recorded.lines, recorded.accepted, recorded.rejected) == (6, 5, 2)
+    assert sorted((f.source_file.rsplit("/", 1)[-1], f.lines, f.accepted, f.rejected) for f in recorded.files) == [
+        ("_upload.jsonl", 0, 0, 1),
+        ("part-0000.jsonl", 3, 3, 0),
+        ("part-0001.jsonl", 3, 2, 1),
     ]
-    # The file removed from the folder: its lines stay, until the day is ingested again whole on request.
+    # Both removed from the folder: the file's lines stay, until the day is ingested again whole on request; the
+    # upload, which held no line, leaves no trace.
     added.unlink()
+    uploading.unlink()
     runner.process()
     stored = {r.message_id for r in runner_wh(runner).read(RAW_EVENTS).collect()}
     assert stored == {"m-0", "m-1", "m-2", "n-0", "n-1"}
+    assert runner_wh(runner).read(REJECTED_EVENTS).where(F.col("payload").isNull()).count() == 0
+    assert [f.source_file.rsplit("/", 1)[-1] for f in ledger.received(runner.storage)[DAY].files] == [
+        "part-0000.jsonl",
+        "part-0001.jsonl",
+    ]
     runner.reingest(DAY, folders=True)
     runner.process()
     assert {r.message_id for r in runner_wh(runner).read(RAW_EVENTS).collect()} == {"m-0", "m-1", "m-2"}
