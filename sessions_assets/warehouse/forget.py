@@ -275,9 +275,9 @@ def _recount(wh: Warehouse, days: list | None) -> None:
     lost lines (None: of every day), counted again from the rows left; the fingerprints, the event days and the
     versions stay, so a file delivered again is read only if it changed, and adds only what it holds."""
     on_day = F.lit(True) if days is None else F.col("received_date").isin(days)
-    counts: dict[tuple, list] = {}  # (received day, file) -> [lines, accepted, rejected, {event day: events}]
+    counts: dict = {}  # received day -> file -> [lines, accepted, rejected, {event day: events}]
     for r in wh.read(RAW_EVENTS).where(on_day).groupBy("received_date", "source_file", "event_date").count().collect():
-        c = counts.setdefault((r.received_date, r.source_file), [0, 0, 0, {}])
+        c = counts.setdefault(r.received_date, {}).setdefault(r.source_file, [0, 0, 0, {}])
         c[0], c[1], c[3][r.event_date] = c[0] + r["count"], c[1] + r["count"], r["count"]
     rejects = (
         wh.read(REJECTED_EVENTS)
@@ -286,29 +286,24 @@ def _recount(wh: Warehouse, days: list | None) -> None:
         .agg(F.count(F.lit(1)).alias("rejected"), F.count("payload").alias("lines"))
     )
     for r in rejects.collect():
-        c = counts.setdefault((r.received_date, r.source_file), [0, 0, 0, {}])
+        c = counts.setdefault(r.received_date, {}).setdefault(r.source_file, [0, 0, 0, {}])
         c[0], c[2] = c[0] + r.lines, c[2] + r.rejected
     recorded = ledger.received(wh.storage)
     chosen = sorted(recorded if days is None else set(days) & set(recorded))
     if not chosen:
         return
+    of_day = {day: counts.get(day, {}) for day in chosen}
     mapped = [
         (day, event_day, n)
-        for day in chosen
-        for event_day, n in sorted(ingest.summed(c[3] for (d, _), c in counts.items() if d == day).items())
+        for day, files in of_day.items()
+        for event_day, n in sorted(ingest.summed(c[3] for c in files.values()).items())
     ]
     wh.replace_where(
         PARTITION_MAP, wh.spark.createDataFrame(mapped, PARTITION_MAP.schema), on_days("received_date", chosen)
     )
     rows = [
-        (
-            day,
-            sum(c[0] for (d, _), c in counts.items() if d == day),
-            sum(c[1] for (d, _), c in counts.items() if d == day),
-            sum(c[2] for (d, _), c in counts.items() if d == day),
-            {uri: tuple(c) for (d, uri), c in counts.items() if d == day},
-        )
-        for day in chosen
+        (day, *(sum(c[n] for c in files.values()) for n in range(3)), {uri: tuple(c) for uri, c in files.items()})
+        for day, files in of_day.items()
     ]
     # Each file's counts are set inside the record the table holds at the commit, so that the files, and their
     # fingerprints, of an ingest that committed since ``recorded`` was read stay.
