@@ -67,7 +67,7 @@ def delivered(spark, tmp_path_factory):
     return Warehouse(spark, storage), root, reported, first
 
 
-def test_a_source_that_redelivers_a_day_has_the_whole_day_ingested_again(delivered):
+def test_a_source_that_redelivers_a_file_adds_its_lines_to_the_day(delivered):
     wh, root, _, first = delivered
     assert_tables_match_oracle(wh, root)
     again = {r.received_date: r.fingerprint for r in wh.read(RECEIVED_DAYS).collect()}
