@@ -200,11 +200,11 @@ def status(args: argparse.Namespace) -> int:
 def repair(args: argparse.Namespace) -> int:
     from sessions_assets.cli.instance import open_instance
     from sessions_assets.cli.runner import RunFailed, Runner
-    from sessions_assets.graph.names import DERIVED
+    from sessions_assets.warehouse.refresh import steps
 
-    tables = set(args.tables.split(",")) if args.tables else set(DERIVED)
-    if not tables <= set(DERIVED):
-        raise SystemExit(f"sessions-assets: --tables takes {', '.join(DERIVED)}")
+    tables = set(args.tables.split(",")) if args.tables else set(steps.NAMES)
+    if not tables <= set(steps.NAMES):
+        raise SystemExit(f"sessions-assets: --tables takes {', '.join(steps.NAMES)}")
     first, last = args.first, args.last or args.first
     _storage(args, landing=False)
     with open_instance(args.data_root) as instance:
@@ -380,6 +380,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
+    from sessions_assets.warehouse.refresh import steps
+
     parser = _Parser(prog="sessions-assets", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     root = {"default": os.environ.get("SESSIONS_DATA_ROOT", "data"), "help": "the data root (SESSIONS_DATA_ROOT)"}
@@ -404,16 +406,13 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("--data-root", **root)
         command.add_argument("--key-prefix", **prefix)
         command.set_defaults(func=func)
-    fix = sub.add_parser(
-        "repair",
-        help="recompute chosen local days of events and sessions whole from their inputs (users and daily_snapshot: "
-        "every row)",
-    )
+    repaired = f"recompute chosen local days from their inputs ({steps.described()})"
+    fix = sub.add_parser("repair", help=repaired, description=repaired)
     fix.add_argument("--data-root", **root)
     fix.add_argument("--key-prefix", **prefix)
     fix.add_argument("--from", dest="first", type=_day, required=True)
     fix.add_argument("--to", dest="last", type=_day)
-    fix.add_argument("--tables", help="comma-separated (default: events,sessions,users,daily_snapshot)")
+    fix.add_argument("--tables", help=f"comma-separated (default: {','.join(steps.NAMES)})")
     fix.set_defaults(func=repair)
     again = sub.add_parser(
         "reingest",

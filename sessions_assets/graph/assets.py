@@ -19,7 +19,9 @@ from sessions_assets.graph.names import Names
 from sessions_assets.graph.partitions import ANY_RECEIVED_DAY, SAME_DAY, SESSION_NEIGHBOURS, Calendars, bounds
 from sessions_assets.graph.resources import pipeline_of, spark_of
 from sessions_assets.warehouse import ledger
-from sessions_assets.warehouse.refresh import Outcome, refresh_events, refresh_sessions, refresh_snapshot, refresh_users
+from sessions_assets.warehouse.refresh import Outcome
+from sessions_assets.warehouse.refresh.steps import STEPS, Span, Step
+from sessions_assets.warehouse.tables import EVENTS, SESSIONS
 
 SINGLE_RUN = dg.BackfillPolicy.single_run()
 NUMBERING_CHECK = "session_numbers_run_without_gaps"
@@ -61,92 +63,73 @@ def _results(context: dg.AssetExecutionContext, done: Outcome, calendar: dg.Dail
     )
 
 
+# Which partitions of an input a partition reads (``steps.Span``), as Dagster maps them.
+MAPPINGS = {Span.ANY_RECEIVED_DAY: ANY_RECEIVED_DAY, Span.SAME_DAY: SAME_DAY, Span.NEIGHBOURS: SESSION_NEIGHBOURS}
+DESCRIPTIONS = {
+    "events": "Accepted events by event day, one row per ``messageId``: the first-received copy, wherever it landed.",
+    "sessions": "Sessions by start day (a gap and a cap from the pipeline's settings), numbered per user, with landing "
+    "page, source, channel group, device, bot flag, conversions and revenue: only the chains that changed are "
+    "recomputed.",
+    "users": "One row per person: its userId, first and last seen, sessions, events, anonymous ids and first touch. "
+    "Only the persons whose sessions or events changed are recomputed (``rebuild``: all of them).",
+    "daily_snapshot": "Users on hand per lifecycle state at the end of each day, up to the latest received day.",
+}
+
+
 def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
-    """The derived assets of an instance: events, sessions, users and daily_snapshot."""
+    """The derived assets of an instance, one per refresh step (``refresh/steps.py``), with its dependencies."""
     key, calendar = names.key, calendars.local
-    common = dict(
-        partitions_def=calendar,
-        backfill_policy=SINGLE_RUN,
-        group_name=names.of("sessions"),
-        required_resource_keys={names.spark, names.pipeline},
-    )
-
-    def steps(context: dg.AssetExecutionContext):
-        """The settings, and the warehouse to open inside the step (a Spark that does not start fails it in one
-        line). Received days ingested in another time zone refuse the step, in one line."""
-        pipeline = pipeline_of(context, names)
-        refused = ledger.ingested_elsewhere(pipeline.storage(), pipeline.time_zone)
-        if refused:
-            raise dg.Failure(description=refused)
-        return pipeline, lambda: pipeline.warehouse(spark_of(context, names))
-
-    @dg.asset(
-        key=key("events"),
-        deps=[
-            dg.AssetDep(key("raw_events"), partition_mapping=ANY_RECEIVED_DAY),
-            dg.AssetDep(key("partition_map"), partition_mapping=ANY_RECEIVED_DAY),
-        ],
-        **common,
-    )
-    def events(context: dg.AssetExecutionContext, config: RepairConfig):
-        """Accepted events by event day, one row per ``messageId``: the first-received copy, wherever it landed."""
-        received = planning.ingest_range(context.run.tags)
-        if received:  # a process_job run: its received days first
-            yield from ingested_first(context, names, received)
-        pipeline, wh = steps(context)
-        repair = _days(context) if _repairs(context, config) else None
-        yield from _results(context, run_step(context, lambda: refresh_events(wh(), pipeline, repair)), calendar)
-
-    @dg.asset(
-        key=key("sessions"),
-        deps=[dg.AssetDep(key("events"), partition_mapping=SESSION_NEIGHBOURS)],
-        check_specs=[
-            dg.AssetCheckSpec(
-                names.of(NUMBERING_CHECK),
-                asset=key("sessions"),
-                description="Each user written has sessions numbered 1..n in start order.",
-            )
-        ],
-        **common,
-    )
-    def sessions(context: dg.AssetExecutionContext, config: RepairConfig):
-        """Sessions by start day (a gap and a cap from the pipeline's settings), numbered per user, with landing
-        page, source, channel group, device, bot flag, conversions and revenue: only the chains that changed are
-        recomputed."""
-        pipeline, wh = steps(context)
-        repair = _days(context) if _repairs(context, config) else None
-        done = run_step(context, lambda: refresh_sessions(wh(), pipeline, repair))
-        rules = pipeline.rules()
-        done.tables["channel_rules"] = [{"file": rules.path, "sha256": rules.digest, "rules": len(rules.rules)}]
-        gaps = done.counts.pop("users_misnumbered", 0)
-        check = dg.AssetCheckResult(
-            check_name=names.of(NUMBERING_CHECK),
-            passed=gaps == 0,
-            metadata={"users_checked": done.counts.get("users_written", 0), "users_misnumbered": gaps, "expected": 0},
+    numbering = names.of(NUMBERING_CHECK)
+    # What a step's asset adds around its refresh: a process_job run's ingest first; the sessions' numbering check.
+    extras = {
+        "sessions": dict(
+            check_specs=[
+                dg.AssetCheckSpec(
+                    numbering,
+                    asset=key("sessions"),
+                    description="Each user written has sessions numbered 1..n in start order.",
+                )
+            ]
         )
-        yield from _results(context, done, calendar, check_results=[check])
+    }
 
-    @dg.asset(key=key("daily_snapshot"), deps=[dg.AssetDep(key("sessions"), partition_mapping=SAME_DAY)], **common)
-    def daily_snapshot(context: dg.AssetExecutionContext, config: RepairConfig):
-        """Users on hand per lifecycle state at the end of each day, up to the latest received day."""
-        pipeline, wh = steps(context)
-        yield from _results(
-            context, run_step(context, lambda: refresh_snapshot(wh(), pipeline, _repairs(context, config))), calendar
+    def derived(step: Step) -> dg.AssetsDefinition:
+        @dg.asset(
+            key=key(step.name),
+            deps=[dg.AssetDep(key(i.table.name), partition_mapping=MAPPINGS[i.span]) for i in step.inputs],
+            description=DESCRIPTIONS[step.name],
+            partitions_def=calendar,
+            backfill_policy=SINGLE_RUN,
+            group_name=names.of("sessions"),
+            required_resource_keys={names.spark, names.pipeline},
+            **extras.get(step.name, {}),
         )
+        def refreshed(context: dg.AssetExecutionContext, config: RepairConfig):
+            received = planning.ingest_range(context.run.tags) if step.table is EVENTS else None
+            if received:  # a process_job run: its received days first
+                yield from ingested_first(context, names, received)
+            pipeline = pipeline_of(context, names)
+            refused = ledger.ingested_elsewhere(pipeline.storage(), pipeline.time_zone)
+            if refused:  # received days ingested in another time zone
+                raise dg.Failure(description=refused)
+            days = _days(context) if _repairs(context, config) else None
+            # The warehouse opens inside the step: a Spark that does not start fails it in one line.
+            done = run_step(context, lambda: step.refresh(pipeline.warehouse(spark_of(context, names)), pipeline, days))
+            checks = []
+            if step.table is SESSIONS:
+                rules = pipeline.rules()
+                done.tables["channel_rules"] = [{"file": rules.path, "sha256": rules.digest, "rules": len(rules.rules)}]
+                gaps = done.counts.pop("users_misnumbered", 0)
+                written = done.counts.get("users_written", 0)
+                checks.append(
+                    dg.AssetCheckResult(
+                        check_name=numbering,
+                        passed=gaps == 0,
+                        metadata={"users_checked": written, "users_misnumbered": gaps, "expected": 0},
+                    )
+                )
+            yield from _results(context, done, calendar, **({"check_results": checks} if checks else {}))
 
-    @dg.asset(
-        key=key("users"),
-        deps=[
-            dg.AssetDep(key("sessions"), partition_mapping=SAME_DAY),
-            dg.AssetDep(key("events"), partition_mapping=SAME_DAY),
-        ],
-        **common,
-    )
-    def users(context: dg.AssetExecutionContext, config: RepairConfig):
-        """One row per person: its userId, first and last seen, sessions, events, anonymous ids and first touch.
-        Only the persons whose sessions or events changed are recomputed (``rebuild``: all of them)."""
-        _, wh = steps(context)
-        repair = _repairs(context, config)
-        yield from _results(context, run_step(context, lambda: refresh_users(wh(), repair=repair)), calendar)
+        return refreshed
 
-    return dg.Definitions(assets=[events, sessions, daily_snapshot, users])
+    return dg.Definitions(assets=[derived(step) for step in STEPS])

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 import dagster as dg
 
 from sessions_assets.settings import KEY_PREFIX
+from sessions_assets.warehouse.refresh import steps
 
 # Jobs that rewrite the derived tables queue behind each other, one per value (dagster.yaml's
 # tag_concurrency_limits): the instance's data root.
 REFRESH_TAG = "sessions/refresh"
-# The landing assets (one multi-asset) and the derived assets, in refresh order: the one list (the CLI's --tables,
-# the benchmark's steps read it).
+# The landing assets (one multi-asset), and the derived assets in refresh order (the registry's: ``refresh/steps.py``).
 LANDING = ("raw_events", "rejected_events", "partition_map")
-DERIVED = ("events", "sessions", "users", "daily_snapshot")
+DERIVED = steps.NAMES
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from sessions_assets.graph.names import Names
 from sessions_assets.graph.partitions import RANGE_END, RANGE_START
 from sessions_assets.warehouse import journal, ledger
 from sessions_assets.warehouse.delta import DeltaLog
+from sessions_assets.warehouse.refresh import steps
 from sessions_assets.warehouse.storage import LandingFolder, Storage
 from sessions_assets.warehouse.tables import RECEIVED_DAYS
 
@@ -336,7 +337,7 @@ def backlog(storage: Storage, days: tuple[date, date]) -> Backlog | None:
     """The refresh the warehouse calls for: the received days whose rows ``events`` has not absorbed, the
     event days they touched, and the latest received day (else the last partition day of ``days``); None when
     every derived table is current."""
-    late = ledger.behind(storage)
+    late = steps.behind(storage)
     if not late:
         return None
     records = ledger.received(storage)

@@ -43,7 +43,7 @@ from sessions_assets.warehouse import hooks, ingest, journal, ledger
 from sessions_assets.warehouse.delta import DeltaLog, Warehouse, assign, on_days
 from sessions_assets.warehouse.ingest import STAGING, read_lines
 from sessions_assets.warehouse.journal import DONE, PENDING, REMOVED, ForgetError, Request
-from sessions_assets.warehouse.refresh import refresh_events, refresh_sessions, refresh_snapshot, refresh_users
+from sessions_assets.warehouse.refresh import steps
 from sessions_assets.warehouse.tables import (
     DELETION_VECTORS,
     EVENTS,
@@ -76,25 +76,12 @@ class Erasure:
 
 
 def refresh_all(wh: Warehouse, settings: Settings) -> Counter:
-    """The usual refresh steps, in order, and the rows each changed: in the time zone the derived tables were built
-    in, which an erasure keeps (it never waits for a changed zone to be applied: it has a legal deadline)."""
+    """Every refresh step, in order, and the rows each changed: in the time zone the derived tables were built in,
+    which an erasure keeps (it never waits for a changed zone to be applied: it has a legal deadline)."""
     built = ledger.built_in(wh.storage, EVENTS).get(ledger.TIME_ZONE, settings.time_zone)
     if built != settings.time_zone:
         settings = Settings(**{**settings.model_dump(), "time_zone": built})
-    changed = Counter()
-    outcomes = (
-        ("events", refresh_events(wh, settings)),
-        ("sessions", refresh_sessions(wh, settings)),
-        ("users", refresh_users(wh)),
-        ("daily_snapshot", refresh_snapshot(wh, settings)),
-    )
-    for name, outcome in outcomes:
-        changed[name] += sum(outcome.days.values()) if name != "users" else _persons(outcome.counts)
-    return changed
-
-
-def _persons(counts: Counter) -> int:
-    return counts.get("persons_written", 0) + counts.get("persons_removed", 0) + counts.get("persons", 0)
+    return steps.refresh_all(wh, settings)
 
 
 def erase(wh: Warehouse, settings: Settings, key: bytes, now: datetime | None = None) -> Erasure:
@@ -110,7 +97,7 @@ def erase(wh: Warehouse, settings: Settings, key: bytes, now: datetime | None = 
         counted = Counts({r.request_id: Counter(r.removed) for r in requests if r.request_id in ids})
         derived = Counter()
         for done.passes in range(1, PASSES + 1):
-            if ledger.behind(wh.storage):
+            if steps.behind(wh.storage):
                 refresh_all(wh, settings)
             requests = journal.read(wh)
             pending = [r for r in requests if r.request_id in ids]
@@ -118,7 +105,7 @@ def erase(wh: Warehouse, settings: Settings, key: bytes, now: datetime | None = 
             recount_all = done.passes == 1 and any(counted.before.values())
             done.removed.update(_remove(wh, key, pending, requests, counted, recount_all))
             derived.update(refresh_all(wh, settings))
-            if not ledger.behind(wh.storage):
+            if not steps.behind(wh.storage):
                 break
         else:
             raise ForgetError(
@@ -331,7 +318,7 @@ def purge(wh: Warehouse, settings: Settings, done: Erasure) -> None:
     """Remove from disk every file that holds rows no longer in the tables: first nothing may be behind (a derived
     table still to read its input's change feed), then deleted rows purged from files with deletion vectors, every
     table holding persons vacuumed with no retention, staging copies removed, logs with statistics of strings cut."""
-    if ledger.behind(wh.storage):
+    if steps.behind(wh.storage):
         refresh_all(wh, settings)
     for table in PERSONAL:
         if DELETION_VECTORS in table.properties:

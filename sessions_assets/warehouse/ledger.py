@@ -1,8 +1,8 @@
 """The one record of what a derived table has absorbed: the version of its input, kept in its own commits.
 
-``events`` absorbs ``raw_events``, ``identities`` and ``sessions`` absorb ``events``, ``users`` absorbs both, ``lifecycle`` absorbs
-``sessions``, and ``daily_snapshot`` absorbs ``lifecycle`` and ``received_days`` (the snapshot's horizon moves
-with every ingest).
+Which table absorbs which is the registry's (``refresh/steps.py``): ``events`` absorbs ``raw_events``, ``identities``
+and ``sessions`` absorb ``events``, ``users`` absorbs both, ``lifecycle`` absorbs ``sessions``, and ``daily_snapshot``
+absorbs ``lifecycle`` and ``received_days`` (the snapshot's horizon moves with every ingest).
 Each commit of a derived table notes ``{"absorbed": {<input>: <version>}}`` in its ``userMetadata``,
 atomically with its rows, so the note can never disagree with the data. A run reads the note, reads the
 input's change feed from the next version to the latest, applies the change, and commits with a new
@@ -21,17 +21,7 @@ from pyspark.sql import DataFrame
 
 from sessions_assets.warehouse.delta import Commit, DeltaLog, Warehouse
 from sessions_assets.warehouse.storage import Storage
-from sessions_assets.warehouse.tables import (
-    DAILY_SNAPSHOT,
-    EVENTS,
-    IDENTITIES,
-    LIFECYCLE,
-    RAW_EVENTS,
-    RECEIVED_DAYS,
-    SESSIONS,
-    USERS,
-    Table,
-)
+from sessions_assets.warehouse.tables import RECEIVED_DAYS, Table
 
 # Commits that change no row: compaction, the two marks a VACUUM leaves in the log, a column or a property added,
 # and the rewrite of files whose deleted rows an erasure purges.
@@ -44,19 +34,6 @@ NO_DATA_CHANGE = (
     "UNSET TBLPROPERTIES",
     "REORG",
 )
-# Each derived table and the inputs it absorbs, in refresh order (``daily_snapshot`` notes the ``lifecycle``
-# totals it was summed from, and the ``received_days`` version whose horizon it was summed up to).
-FOLLOWS = (
-    (EVENTS, RAW_EVENTS),
-    (IDENTITIES, EVENTS),
-    (SESSIONS, EVENTS),
-    (USERS, SESSIONS),
-    (USERS, EVENTS),
-    (LIFECYCLE, SESSIONS),
-    (DAILY_SNAPSHOT, LIFECYCLE),
-    (DAILY_SNAPSHOT, RECEIVED_DAYS),
-)
-
 ABSORBED = "absorbed"
 # Noted on the first commit an erasure keeps when it cuts a table's log (``forget.truncate_log``): the last version
 # that changed rows before it; a table that absorbed that version has nothing to read in the versions cut.
@@ -140,11 +117,12 @@ def raced(wh: Warehouse, at: Position) -> bool:
     return len(newer) > 1 and sum(1 for _, note in log.notes(len(newer)) if ABSORBED in note) > 1
 
 
-def behind(storage: Storage) -> list[Position]:
-    """The derived tables that have not absorbed every change of their input (read from the logs, no Spark).
-    Commits that change no row (``NO_DATA_CHANGE``) leave a table current."""
+def behind(storage: Storage, follows: tuple[tuple[Table, Table], ...]) -> list[Position]:
+    """Of ``follows`` ((table, input) pairs: ``refresh.steps.FOLLOWS``), the tables that have not absorbed every
+    change of their input (read from the logs, no Spark). Commits that change no row (``NO_DATA_CHANGE``) leave a
+    table current."""
     late = []
-    for table, source in FOLLOWS:
+    for table, source in follows:
         log = DeltaLog(storage, source)
         versions = log.versions()
         if not versions:

@@ -3,7 +3,8 @@
 Each step reads where its table stands (``ledger.position``), the input's change feed since then, applies
 the engine, and writes once with its new note. Without a note or a feed it rebuilds the table whole. A
 step may also repair chosen days: recompute them from their inputs whatever the table holds. A step is a
-handful of Spark jobs and one commit: what it reports is collected in one small query.
+handful of Spark jobs and one commit: what it reports is collected in one small query. The steps, their inputs and
+their order are listed once, in ``steps.py``.
 """
 
 from sessions_assets.warehouse.refresh.events import refresh_events
