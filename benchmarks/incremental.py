@@ -61,11 +61,10 @@ from sessions_assets.cli.server import Server
 from sessions_assets.engine import dedup, identity, lifecycle
 from sessions_assets.engine.sessionize import sessionize
 from sessions_assets.engine.users import IDENTIFIED, users
-from sessions_assets.graph import planning
 from sessions_assets.graph.names import DERIVED
 from sessions_assets.graph.resources import SparkResource
 from sessions_assets.settings import Settings
-from sessions_assets.warehouse import tables
+from sessions_assets.warehouse import pending, tables
 from sessions_assets.warehouse.delta import Warehouse, on_days
 from sessions_assets.warehouse.ledger import horizon
 from sessions_assets.warehouse.spark import TOKEN_VARIABLE, spark_config
@@ -312,7 +311,7 @@ def prepare(workdir: Path, history: int, per_day: int, seed: int, reuse: bool) -
         print(f"H={history}: reusing {base}", flush=True)
         inst, run = dagster(base)
         with inst:
-            due = planning.backlog(Storage(str(base)), run.bounds())
+            due = pending.backlog(Storage(str(base)), run.bounds())
             if due is not None:  # a table this code keeps and the history lacks is built once, before any timing
                 run.refresh(due)
                 print(f"H={history}: brought up to date with this code", flush=True)
@@ -330,7 +329,7 @@ def prepare(workdir: Path, history: int, per_day: int, seed: int, reuse: bool) -
     with inst:
         run.ingest(days[0], days[-2])
         phases["ingest_s"] = round(time.perf_counter() - started, 1)
-        run.refresh(planning.backlog(Storage(str(base)), run.bounds()))
+        run.refresh(pending.backlog(Storage(str(base)), run.bounds()))
     phases["load_s"] = round(time.perf_counter() - started, 1)
     phases["build_s"], phases["load_after"] = round(phases["load_s"] - phases["ingest_s"], 1), os.getloadavg()
     print(

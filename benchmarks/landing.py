@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' dg de
 
 from sessions_assets.cli.generate import generate_landing_zone  # noqa: E402
 from sessions_assets.cli.server import Server  # noqa: E402
-from sessions_assets.graph import planning  # noqa: E402
 from sessions_assets.graph.partitions import bounds, calendars  # noqa: E402
 from sessions_assets.settings import Settings  # noqa: E402
+from sessions_assets.warehouse import pending  # noqa: E402
 from sessions_assets.warehouse.spark import TOKEN_VARIABLE  # noqa: E402
 from sessions_assets.warehouse.storage import Storage  # noqa: E402
 from sessions_assets_tests.helpers.deployed import PROJECT, DagsterDev, free_port  # noqa: E402
@@ -40,7 +40,7 @@ def settle(dev: DagsterDev, storage: Storage, timeout: float = 900) -> float:
     started = time.monotonic()
     while time.monotonic() - started < timeout:
         days = bounds(calendars(Settings.from_env()).received)
-        if not planning.landing(storage, days).due and planning.backlog(storage, days) is None and dev.idle():
+        if not pending.arrivals(storage, days).due and pending.backlog(storage, days) is None and dev.idle():
             return time.monotonic() - started
         time.sleep(1)
     raise TimeoutError(f"not settled in {timeout} s:\n{dev.tail()}")

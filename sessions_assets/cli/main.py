@@ -106,8 +106,7 @@ def _refresh_line(metadata: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sessions_assets.graph import planning
-    from sessions_assets.warehouse import ledger
+    from sessions_assets.warehouse import ledger, pending
 
     started = time.monotonic()
     storage, days = _storage(args), _bounds(args)
@@ -115,12 +114,12 @@ def run(args: argparse.Namespace) -> int:
     if refused:
         print(f"sessions-assets: {refused}", file=sys.stderr)
         return 2
-    landing = planning.landing(storage, days)
+    landing = pending.arrivals(storage, days)
     for line in landing.describe_ignored():
         print(f"Skipped landing folder {line}")
-    spans, refresh = planning.ranges(landing.due), planning.backlog(storage, days)
+    spans, refresh = pending.ranges(landing.due), pending.backlog(storage, days)
     purge_hours = _settings(args).forget_purge_hours
-    if not spans and refresh is None and not planning.erasures(storage, purge_hours).due:
+    if not spans and refresh is None and not pending.erasures(storage, purge_hours).due:
         print(f"Nothing to do: every received day under {storage.landing} is processed.")
         return 0
     from sessions_assets.cli.instance import open_instance
@@ -138,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
             if not spans and refresh is not None:
                 print(f"- {refresh.describe()}", flush=True)
                 print(_refresh_line(runner.refresh(refresh).metadata))
-            if planning.erasures(storage, purge_hours).due:
+            if pending.erasures(storage, purge_hours).due:
                 print(_forget_lines(runner.forget().metadata["forget"]), flush=True)
         except RunFailed as failure:
             print(f"sessions-assets: {failure}", file=sys.stderr)
@@ -150,11 +149,11 @@ def run(args: argparse.Namespace) -> int:
 def status(args: argparse.Namespace) -> int:
     from sessions_assets.cli.instance import open_instance
     from sessions_assets.graph import names_of, planning
-    from sessions_assets.warehouse import ledger
+    from sessions_assets.warehouse import ledger, pending
 
     storage, days = _storage(args), _bounds(args)
-    landing = planning.landing(storage, days)
-    refresh = planning.backlog(storage, days)
+    landing = pending.arrivals(storage, days)
+    refresh = pending.backlog(storage, days)
     zone = _settings(args).time_zone
     refused = ledger.ingested_elsewhere(storage, zone)
     if refused:
@@ -182,7 +181,7 @@ def status(args: argparse.Namespace) -> int:
         attempts = history.refresh()
         if refresh and attempts.failures:
             print(f"  failing: {attempts.failures} failed refresh run(s); {attempts.error}")
-        erasures = planning.erasures(storage, _settings(args).forget_purge_hours)
+        erasures = pending.erasures(storage, _settings(args).forget_purge_hours)
         undone = [*erasures.pending, *erasures.purging, *erasures.waiting]
         print(f"forget requests not done: {len(undone) or 'none'}")
         for r in undone:
@@ -221,7 +220,7 @@ def reingest(args: argparse.Namespace) -> int:
     from sessions_assets.cli.instance import open_instance
     from sessions_assets.cli.runner import RunFailed, Runner
     from sessions_assets.graph import planning
-    from sessions_assets.warehouse import ledger
+    from sessions_assets.warehouse import ledger, pending
 
     if args.folders and not args.first:
         print("sessions-assets: reingest --folders needs --from (the received days to read whole)", file=sys.stderr)
@@ -235,7 +234,7 @@ def reingest(args: argparse.Namespace) -> int:
     if not days:
         print(f"Nothing to ingest again: every received day was ingested in {settings.time_zone} with today's rules.")
         return 0
-    spans = planning.ranges(days)
+    spans = pending.ranges(days)
     source = "every file of their folders" if args.folders else "their stored lines"
     print(f"{len(days)} received day(s) to ingest again from {source} in {len(spans)} run(s)", flush=True)
     with open_instance(args.data_root) as instance:
@@ -243,7 +242,7 @@ def reingest(args: argparse.Namespace) -> int:
         try:
             for first, last in spans:
                 print("\n".join(_ingest_lines(runner.reingest(first, last, args.folders).metadata)), flush=True)
-            refresh = planning.backlog(storage, _bounds(args))
+            refresh = pending.backlog(storage, _bounds(args))
             if refresh is not None:
                 print(_refresh_line(runner.refresh(refresh).metadata), flush=True)
         except RunFailed as failure:

@@ -17,6 +17,7 @@ from sessions_assets.graph.forget import FORGET_JOB, FORGET_OP
 from sessions_assets.graph.partitions import bounds, calendars
 from sessions_assets.graph.sensors import local_partitions
 from sessions_assets.settings import Settings
+from sessions_assets.warehouse import pending
 from sessions_assets.warehouse.storage import Storage
 
 # Runs log to the instance (the UI shows them); the console hears only about problems.
@@ -98,10 +99,10 @@ class Runner:
         config = {"ops": {self.names.of("ingest"): {"config": chosen}}}
         return self._execute("ingest_job", _partitions(first, last), config)
 
-    def refresh(self, due: planning.Backlog) -> Step:
+    def refresh(self, due: pending.Backlog) -> Step:
         """The refresh the late-data sensor would launch."""
         day = self.calendars.run_day(due.latest_day).isoformat()
-        return self._execute("refresh_job", {"tags": due.tags, "partition_key": day})
+        return self._execute("refresh_job", {"tags": planning.refresh_tags(due), "partition_key": day})
 
     def repair(self, first: date, last: date, tables: set[str]) -> Step:
         """Recompute local days ``first..last`` of some derived tables whole from their inputs."""
@@ -124,13 +125,13 @@ class Runner:
         """What the sensors would do now: one ``process_job`` run per range of due received days, or a
         refresh alone when only that is due, then an erasure if a forget request is not done. Returns the runs,
         and the last one that refreshed."""
-        due = planning.landing(self.storage, self.bounds()).due
-        steps = [self.ingest_and_refresh(first, last) for first, last in planning.ranges(due)]
+        due = pending.arrivals(self.storage, self.bounds()).due
+        steps = [self.ingest_and_refresh(first, last) for first, last in pending.ranges(due)]
         if not steps:
-            refresh = planning.backlog(self.storage, self.bounds())
+            refresh = pending.backlog(self.storage, self.bounds())
             steps = [self.refresh(refresh)] if refresh is not None else []
         refreshed = steps[-1] if steps else None
-        if planning.erasures(self.storage, self.settings.forget_purge_hours).due:
+        if pending.erasures(self.storage, self.settings.forget_purge_hours).due:
             steps.append(self.forget())
         return steps, refreshed
 

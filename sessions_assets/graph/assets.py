@@ -1,6 +1,6 @@
 """The derived assets, on local days: each brings its table up to date with its input, or repairs the run's days.
 
-A run covers a local day or a range (``planning.Backlog``, a ``process_job`` run, a UI backfill); whatever it covers,
+A run covers a local day or a range (``pending.Backlog``, a ``process_job`` run, a UI backfill); whatever it covers,
 each asset applies every change its input has that it has not absorbed yet (``warehouse/refresh/``), so a re-run
 changes nothing. A UI backfill of an asset, or ``rebuild: true`` in the run config, also recomputes the run's days
 whole from their inputs (``users`` and ``daily_snapshot``: every row), the way to repair days whatever happened to

@@ -9,7 +9,7 @@
   it is new);
 - ``pending``: the days due at the last tick, looked at again every tick while they stay due.
 
-It says only which folders a tick looks at; whether a day is due is the warehouse's record (``planning.landing``).
+It says only which folders a tick looks at; whether a day is due is the warehouse's record (``pending.arrivals``).
 A cursor that is a JSON list is an older one, the messages reported; with it, with none, or with one that cannot be
 read, nothing was listed yet and the next tick lists everything.
 """
@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 
-from sessions_assets.graph.planning import Glance, Landing
+from sessions_assets.warehouse.pending import Arrivals, Glance
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class LandingCursor:
             return None
         return Glance(self.latest, self.pending, recent_days)
 
-    def after(self, landing: Landing, glance: Glance | None, now: float, reported: Iterable[str]) -> LandingCursor:
+    def after(self, landing: Arrivals, glance: Glance | None, now: float, reported: Iterable[str]) -> LandingCursor:
         """What the next tick starts from, after one that looked at ``landing`` (through ``glance``, or every day's
         files when None) and reported ``reported``."""
         return LandingCursor(

@@ -18,7 +18,7 @@ from sessions_assets.graph.names import Names
 from sessions_assets.graph.partitions import Calendars
 from sessions_assets.graph.resources import pipeline_of, spark_of
 from sessions_assets.graph.sensors import INTERVAL_SECONDS
-from sessions_assets.warehouse import forget, journal
+from sessions_assets.warehouse import forget, journal, pending
 
 # The job and its op, before an instance's prefix (``Names.of``).
 FORGET_JOB, FORGET_OP = "forget_job", "forget_persons"
@@ -103,7 +103,7 @@ def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
     )
     def forget_sensor(context: dg.SensorEvaluationContext, **_called) -> dg.RunRequest | dg.SkipReason:
         """A forget request not done (pending, or its purge due) -> one ``forget_job`` run that resumes it."""
-        due = planning.erasures(pipeline_of(context, names).storage(), pipeline_of(context, names).forget_purge_hours)
+        due = pending.erasures(pipeline_of(context, names).storage(), pipeline_of(context, names).forget_purge_hours)
         if not due.due:
             return dg.SkipReason("no forget request to resume" + (f" ({due.describe()})" if due.waiting else ""))
         attempts = planning.History.read(context.instance, names).forget()
@@ -115,6 +115,6 @@ def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
                 f"erasure: {attempts.failures} failed run(s), next try in {attempts.waiting(now):.0f} s"
             )
         context.log.info(due.describe())
-        return dg.RunRequest(run_key=due.run_key(attempts))
+        return dg.RunRequest(run_key=planning.forget_key(due, attempts))
 
     return dg.Definitions(jobs=[forget_job], sensors=[forget_sensor])

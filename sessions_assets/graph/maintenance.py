@@ -4,10 +4,10 @@ version reads. It queues with the instance's refreshes (same tag), so it never r
 
 import dagster as dg
 
-from sessions_assets.graph import planning
 from sessions_assets.graph.names import Names
 from sessions_assets.graph.partitions import Calendars, bounds
 from sessions_assets.graph.resources import pipeline_of, spark_of
+from sessions_assets.warehouse import pending
 from sessions_assets.warehouse.tables import ALL
 
 # Delta's own default: time travel and change feeds reach back a week.
@@ -32,7 +32,7 @@ def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
                 f"{table.name}: {metrics.get('numRemovedFiles', 0)} files into {metrics.get('numAddedFiles', 0)}"
             )
         # A refresh that is due still has to read its input's change feed: keep those files until it has.
-        if planning.backlog(wh.storage, bounds(calendars.received)) is not None:
+        if pending.backlog(wh.storage, bounds(calendars.received)) is not None:
             context.log.info("a refresh is due: VACUUM waits for the next maintenance run")
             return
         for table in ALL:

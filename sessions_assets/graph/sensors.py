@@ -24,7 +24,7 @@ from sessions_assets.graph.cursor import LandingCursor
 from sessions_assets.graph.names import Names
 from sessions_assets.graph.partitions import Calendars, bounds
 from sessions_assets.graph.resources import pipeline_of
-from sessions_assets.warehouse import ledger
+from sessions_assets.warehouse import ledger, pending
 from sessions_assets.warehouse.storage import LayoutError
 
 INTERVAL_SECONDS = 10
@@ -62,7 +62,7 @@ def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
         cursor = LandingCursor.read(context.cursor)
         glance = cursor.glance(now, pipeline.landing_recent_days, pipeline.landing_full_listing_minutes)
         try:
-            landing = planning.landing(pipeline.storage(), bounds(calendars.received), glance)
+            landing = pending.arrivals(pipeline.storage(), bounds(calendars.received), glance)
         except LayoutError as error:
             return dg.SensorResult(skip_reason=str(error))
         ready = planning.ready(landing, planning.History.read(context.instance, names, now), now)
@@ -97,7 +97,7 @@ def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
         refused = ledger.ingested_elsewhere(pipeline.storage(), pipeline.time_zone)
         if refused:
             return dg.SkipReason(refused)
-        due = planning.backlog(pipeline.storage(), bounds(calendars.received))
+        due = pending.backlog(pipeline.storage(), bounds(calendars.received))
         if due is None:
             return dg.SkipReason("every derived table has absorbed what was ingested")
         attempts, now = history.refresh(), time.time()
@@ -107,6 +107,8 @@ def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
             return dg.SkipReason(f"refresh: {_retrying(attempts, now)}")
         context.log.info(due.describe())
         day = calendars.run_day(due.latest_day).isoformat()
-        return dg.RunRequest(run_key=due.run_key(attempts), partition_key=day, tags=due.tags)
+        return dg.RunRequest(
+            run_key=planning.refresh_key(due, attempts), partition_key=day, tags=planning.refresh_tags(due)
+        )
 
     return dg.Definitions(sensors=[landing_sensor, late_data_sensor])

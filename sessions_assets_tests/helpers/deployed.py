@@ -165,13 +165,13 @@ class DagsterDev:
     def settled(self, storage) -> bool:
         """Every received day of ``storage`` (a data root, or several) ingested, every derived table current, and
         nothing in flight."""
-        from sessions_assets.graph import planning
         from sessions_assets.graph.partitions import bounds, calendars
         from sessions_assets.settings import Settings
+        from sessions_assets.warehouse import pending
 
         days = bounds(calendars(Settings()).received)  # the tests' instances: the default start
         storages = storage if isinstance(storage, list | tuple) else [storage]
-        done = all(not planning.landing(s, days).due and planning.backlog(s, days) is None for s in storages)
+        done = all(not pending.arrivals(s, days).due and pending.backlog(s, days) is None for s in storages)
         return done and self.idle()
 
     def wait_until_settled(self, storage, timeout: float, failures_allowed: bool = False) -> None:

@@ -15,8 +15,7 @@ from datetime import date
 import pytest
 from pyspark.sql import functions as F
 
-from sessions_assets.graph import planning
-from sessions_assets.warehouse import journal
+from sessions_assets.warehouse import journal, pending
 from sessions_assets.warehouse.delta import DeltaLog
 from sessions_assets.warehouse.tables import (
     ALL,
@@ -185,7 +184,7 @@ def test_a_received_day_ingested_again_brings_nothing_back(forgotten):
     assert_tables_match_oracle(wh, root, forgotten=FORGOTTEN)
     assert step.metadata["raw_events"]["suppressed"] == 18
     assert recorded(wh) == before  # the counts the erasure corrected are what an ingest counts
-    assert not planning.erasures(wh.storage, 0).due and all(r.state == journal.DONE for r in journal.read(wh))
+    assert not pending.erasures(wh.storage, 0).due and all(r.state == journal.DONE for r in journal.read(wh))
 
 
 def test_forgetting_the_same_person_again_changes_nothing(forgotten):

@@ -10,8 +10,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from sessions_assets.cli.runner import RunFailed
-from sessions_assets.graph import planning
-from sessions_assets.warehouse import forget, hooks, journal
+from sessions_assets.warehouse import forget, hooks, journal, pending
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.tables import RAW_EVENTS, RECEIVED_DAYS
 from sessions_assets_tests.helpers.arrivals import running
@@ -69,7 +68,7 @@ def test_an_erasure_killed_half_way_is_resumed_by_the_next_run(spark, tmp_path):
         wh = warehouse(runner)
         [request] = journal.read(wh)
         assert request.state == journal.PENDING and request.removed == {"raw_events": 5}  # recorded first
-        assert ida_rows(wh) == 0 and planning.erasures(wh.storage, 0).due
+        assert ida_rows(wh) == 0 and pending.erasures(wh.storage, 0).due
         steps, _ = runner.process()  # what the forget sensor launches
         assert steps[-1].metadata["forget"]["requests_done"] == 1
         assert_tables_match_oracle(wh, root, forgotten={IDA})
@@ -129,10 +128,10 @@ def test_landing_files_rewritten_on_request_are_ingested_again_to_the_same_table
         summary = runner.forget(hashes(runner, IDA), landing="rewrite").metadata["forget"]
         assert len(summary["landing_files_rewritten"]) == 2 and summary["landing_lines"] == 5
         assert summary["requests_waiting_for_purge"] == 1 and summary["tables_purged"] == []
-        assert not planning.erasures(wh.storage, 2).due and ida_rows(wh) == 0
+        assert not pending.erasures(wh.storage, 2).due and ida_rows(wh) == 0
         assert files_quoting(root / "landing", [IDA, DEVICE]) == []
         # Their fingerprints changed: both days are ingested again, and give what the tables hold.
-        assert sorted(planning.landing(wh.storage, runner.bounds()).due) == [D1, D2]
+        assert sorted(pending.arrivals(wh.storage, runner.bounds()).due) == [D1, D2]
         runner.process()
         assert {r.received_date: (r.lines, r.accepted) for r in wh.read(RECEIVED_DAYS).collect()} == {
             D1: (counts[D1][0] - 3, 1),
@@ -141,7 +140,7 @@ def test_landing_files_rewritten_on_request_are_ingested_again_to_the_same_table
         assert_tables_match_oracle(wh, root, forgotten={IDA})
         assert IDA not in str(landing_lines(root))
         later = datetime.now(UTC) + timedelta(hours=3)
-        assert planning.erasures(wh.storage, 2, later.timestamp()).due
+        assert pending.erasures(wh.storage, 2, later.timestamp()).due
         erased = forget.erase(
             wh, runner.resources["pipeline"], journal.key_for(wh, runner.resources["pipeline"]), later
         )

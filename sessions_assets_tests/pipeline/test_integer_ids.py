@@ -9,8 +9,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from sessions_assets.cli.main import main
-from sessions_assets.graph import planning
-from sessions_assets.warehouse import journal, ledger
+from sessions_assets.warehouse import journal, ledger, pending
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import RAW_EVENTS, RECEIVED_DAYS, SESSIONS
@@ -72,6 +71,6 @@ def test_forgetting_an_integer_user_id_covers_its_lines_stored_before_integers_w
         assert wh.read(RAW_EVENTS).where("payload LIKE '%login%'").count() == 0
         assert wh.read(RAW_EVENTS).where("payload LIKE '%shared%'").count() == 1  # another userId's line stays
         runner.reingest(DAY)  # its lines read again: the line of 43 is that person's
-        runner.refresh(planning.backlog(storage, runner.bounds()))
+        runner.refresh(pending.backlog(storage, runner.bounds()))
     assert ledger.to_reingest(storage, "UTC") == []
     assert_tables_match_oracle(wh, root, forgotten={"42"})

@@ -12,6 +12,7 @@ import pytest
 
 from sessions_assets.cli.runner import RunFailed
 from sessions_assets.graph import planning
+from sessions_assets.warehouse import pending
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets_tests.helpers.landing import segment, write_day
 from sessions_assets_tests.helpers.ticks import assert_the_daemon_accepts, days_requested, tick
@@ -91,7 +92,7 @@ def test_a_day_whose_run_failed_is_asked_for_again_after_its_backoff(runner, dat
     attempts = planning.History.read(runner.instance, runner.names).ingest(R)
     assert attempts.failures == 1 and attempts.error and 0 < attempts.waiting(time.time()) <= planning.BACKOFF_SECONDS
     later = planning.ready(
-        planning.landing(Storage(str(data_root)), runner.bounds()),
+        pending.arrivals(Storage(str(data_root)), runner.bounds()),
         planning.History.read(runner.instance, runner.names),
         now=time.time() + planning.BACKOFF_SECONDS + 1,
     )

@@ -9,6 +9,7 @@ import dagster as dg
 
 from sessions_assets.cli.runner import Runner
 from sessions_assets.graph import planning
+from sessions_assets.warehouse import pending
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets_tests.helpers.expected import assert_tables_match_oracle
 from sessions_assets_tests.helpers.landing import segment, write_day
@@ -40,7 +41,7 @@ def test_late_data_sensor_asks_for_one_refresh_of_what_was_ingested(runner, data
     assert request.partition_key == R.isoformat()  # the horizon; the changed days are recorded by the run
     assert request.tags[planning.RECEIVED_DAYS_TAG] == R.isoformat()
 
-    runner.refresh(planning.backlog(Storage(str(data_root)), runner.bounds()))  # what the requested run does
+    runner.refresh(pending.backlog(Storage(str(data_root)), runner.bounds()))  # what the requested run does
     assert isinstance(tick("late_data_sensor", runner, data_root), dg.SkipReason)
     materialized = runner.instance.get_materialized_partitions(dg.AssetKey("events"))
     assert materialized == {A.isoformat(), B.isoformat(), R.isoformat()}  # exactly the days changed, and the run's
@@ -53,8 +54,8 @@ def test_a_day_of_rejects_only_calls_for_a_refresh_that_moves_the_snapshot_horiz
     runner.process()
     write_day(data_root, B, ["{not json"])
     runner.ingest(B)  # no accepted line: raw_events does not change, the horizon does
-    due = planning.backlog(Storage(str(data_root)), runner.bounds())
+    due = pending.backlog(Storage(str(data_root)), runner.bounds())
     assert due is not None and isinstance(tick("late_data_sensor", runner, data_root), dg.RunRequest)
     runner.refresh(due)
-    assert planning.backlog(Storage(str(data_root)), runner.bounds()) is None
+    assert pending.backlog(Storage(str(data_root)), runner.bounds()) is None
     assert_tables_match_oracle(runner.resources["pipeline"].warehouse(runner.resources["spark"]), data_root)

@@ -12,8 +12,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from sessions_assets.cli.runner import RunFailed
-from sessions_assets.graph import planning
-from sessions_assets.warehouse import ledger
+from sessions_assets.warehouse import ledger, pending
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import DAILY_SNAPSHOT, PARTITION_MAP, SESSIONS
@@ -102,6 +101,6 @@ def test_a_changed_zone_is_refused_until_the_received_days_are_ingested_again(sp
             runner.process()  # the new day is ingested in the new zone; its refresh is refused
         assert ledger.to_reingest(storage, LA) == [date(2024, 3, 6)]
         runner.reingest(date(2024, 3, 6))
-        runner.refresh(planning.backlog(storage, runner.bounds()))
+        runner.refresh(pending.backlog(storage, runner.bounds()))
     assert ledger.ingested_elsewhere(storage, LA) is None
     assert_tables_match_oracle(Warehouse(spark, storage), root, time_zone=LA)

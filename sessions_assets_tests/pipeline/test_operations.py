@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sessions_assets.graph import planning
 from sessions_assets.settings import Settings
+from sessions_assets.warehouse import pending
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import ALL, EVENTS, SESSIONS
 from sessions_assets_tests.helpers import reference
@@ -46,7 +46,7 @@ def test_compaction_keeps_every_row_and_the_next_late_day_refreshes_from_there(o
 
     runner.maintain()
 
-    assert planning.backlog(Storage(str(root)), runner.bounds()) is None  # compaction and vacuum change no row
+    assert pending.backlog(Storage(str(root)), runner.bounds()) is None  # compaction and vacuum change no row
     assert {t.name: sorted(map(tuple, wh.read(t).collect())) for t in ALL} == before
     assert all(_files(wh, t) < files[t.name] for t in (EVENTS, SESSIONS)), files
     write_day(root, D4, LATE)

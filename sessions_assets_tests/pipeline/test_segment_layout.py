@@ -15,9 +15,9 @@ import pytest
 
 from sessions_assets.cli.generate import generate_landing_zone, source_of
 from sessions_assets.cli.main import main
-from sessions_assets.graph import planning
 from sessions_assets.graph.partitions import bounds, calendars
 from sessions_assets.settings import Settings
+from sessions_assets.warehouse import pending
 from sessions_assets.warehouse.delta import Warehouse
 from sessions_assets.warehouse.storage import LayoutError, Storage
 from sessions_assets.warehouse.tables import ALL, EVENTS, RAW_EVENTS, RECEIVED_DAYS
@@ -58,7 +58,7 @@ def delivered(spark, tmp_path_factory):
     off_midnight.parent.mkdir()
     off_midnight.write_bytes(gzip.compress(segment("x", "u9", "2024-03-17 12:00").encode()))
     storage = Storage(str(root))
-    reported = planning.landing(storage, bounds(calendars(Settings()).received)).describe_ignored()
+    reported = pending.arrivals(storage, bounds(calendars(Settings()).received)).describe_ignored()
     with running(root) as runner:
         runner.process()
         first = {r.received_date: r.fingerprint for r in Warehouse(spark, storage).read(RECEIVED_DAYS).collect()}
