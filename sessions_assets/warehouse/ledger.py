@@ -35,7 +35,7 @@ NO_DATA_CHANGE = (
     "REORG",
 )
 ABSORBED = "absorbed"
-# Noted on the first commit an erasure keeps when it cuts a table's log (``forget.truncate_log``): the last version
+# Noted on the first commit an erasure keeps when it cuts a table's log (``forget/purge.py``, ``truncate_log``): the last version
 # that changed rows before it; a table that absorbed that version has nothing to read in the versions cut.
 QUIET_SINCE = "no_rows_changed_since"
 # How many of a table's latest commits are searched for its note; past them it is rebuilt whole.
