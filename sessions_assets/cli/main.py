@@ -114,10 +114,10 @@ def run(args: argparse.Namespace) -> int:
     if refused:
         print(f"sessions-assets: {refused}", file=sys.stderr)
         return 2
-    landing = pending.arrivals(storage, days)
-    for line in landing.describe_ignored():
+    arrivals = pending.arrivals(storage, days)
+    for line in arrivals.describe_ignored():
         print(f"Skipped landing folder {line}")
-    spans, refresh = pending.ranges(landing.due), pending.backlog(storage, days)
+    spans, refresh = pending.ranges(arrivals.due), pending.backlog(storage, days)
     purge_hours = _settings(args).forget_purge_hours
     if not spans and refresh is None and not pending.erasures(storage, purge_hours).due:
         print(f"Nothing to do: every received day under {storage.landing} is processed.")
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     from sessions_assets.cli.runner import RunFailed, Runner
 
     if spans or refresh is not None:
-        print(f"{len(landing.due)} received day(s) to ingest and refresh in {len(spans) or 1} run(s)", flush=True)
+        print(f"{len(arrivals.due)} received day(s) to ingest and refresh in {len(spans) or 1} run(s)", flush=True)
     with open_instance(args.data_root) as instance:
         runner = Runner.on(instance, _settings(args), args.key_prefix)
         try:
@@ -152,7 +152,7 @@ def status(args: argparse.Namespace) -> int:
     from sessions_assets.warehouse import ledger, pending
 
     storage, days = _storage(args), _bounds(args)
-    landing = pending.arrivals(storage, days)
+    arrivals = pending.arrivals(storage, days)
     refresh = pending.backlog(storage, days)
     zone = _settings(args).time_zone
     refused = ledger.ingested_elsewhere(storage, zone)
@@ -167,8 +167,8 @@ def status(args: argparse.Namespace) -> int:
     with open_instance(args.data_root) as instance:
         history = planning.History.read(instance, names_of(_settings(args), args.key_prefix))
         now = time.time()
-        print(f"received days to ingest: {', '.join(d.isoformat() for d in landing.due) or 'none'}")
-        for day in landing.due:
+        print(f"received days to ingest: {', '.join(d.isoformat() for d in arrivals.due) or 'none'}")
+        for day in arrivals.due:
             attempts = history.ingest(day)
             if attempts.failures:
                 wait = (
@@ -191,7 +191,7 @@ def status(args: argparse.Namespace) -> int:
         attempts = history.forget()
         if undone and attempts.failures:
             print(f"  failing: {attempts.failures} failed erasure run(s); {attempts.error}")
-    for line in landing.describe_ignored():
+    for line in arrivals.describe_ignored():
         print(f"skipped landing folder {line}")
     return 0
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import dagster as dg
 
-from sessions_assets.graph import assets, checks, forget, jobs, landing, maintenance, sensors
+from sessions_assets.graph import assets, checks, forget, ingest, jobs, maintenance, sensors
 from sessions_assets.graph.names import Names
 from sessions_assets.graph.partitions import calendars as calendars_of
 from sessions_assets.graph.resources import checked, resources
@@ -21,7 +21,7 @@ from sessions_assets.settings import Settings
 from sessions_assets.warehouse.storage import as_uri
 
 PARTS = (
-    landing.definitions,
+    ingest.definitions,
     assets.definitions,
     checks.definitions,
     jobs.definitions,

@@ -13,7 +13,7 @@ import dagster as dg
 
 from sessions_assets.graph import planning
 from sessions_assets.graph.failures import run_step
-from sessions_assets.graph.landing import ingested_first
+from sessions_assets.graph.ingest import ingested_first
 from sessions_assets.graph.metadata import table
 from sessions_assets.graph.names import Names
 from sessions_assets.graph.partitions import ANY_RECEIVED_DAY, SAME_DAY, SESSION_NEIGHBOURS, Calendars, bounds

@@ -63,9 +63,9 @@ class LandingCursor:
             return None
         return Glance(self.latest, self.pending, recent_days)
 
-    def after(self, landing: Arrivals, glance: Glance | None, now: float, reported: Iterable[str]) -> LandingCursor:
-        """What the next tick starts from, after one that looked at ``landing`` (through ``glance``, or every day's
+    def after(self, arrivals: Arrivals, glance: Glance | None, now: float, reported: Iterable[str]) -> LandingCursor:
+        """What the next tick starts from, after one that looked at ``arrivals`` (through ``glance``, or every day's
         files when None) and reported ``reported``."""
         return LandingCursor(
-            frozenset(reported), now if glance is None else self.listed_at, landing.latest, frozenset(landing.due)
+            frozenset(reported), now if glance is None else self.listed_at, arrivals.latest, frozenset(arrivals.due)
         )

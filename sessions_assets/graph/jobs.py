@@ -1,6 +1,6 @@
 """The jobs of an instance: ingest received days, refresh what they feed, or both in one run.
 
-The landing assets are on received days and the derived ones on local days, and an asset job takes one calendar:
+The ingest assets are on received days and the derived ones on local days, and an asset job takes one calendar:
 ``ingest_job`` runs on received days, ``refresh_job`` and ``process_job`` on local days. A ``process_job`` run
 ingests the received days its ``sessions/ingest`` tag names in its first step, then refreshes: the landing sensor's
 one run per batch of days (one process, one Spark session), whose refresh cannot start before its ingest commits.
@@ -9,12 +9,12 @@ one run per batch of days (one process, one Spark session), whose refresh cannot
 import dagster as dg
 
 from sessions_assets.graph.checks import check_keys
-from sessions_assets.graph.names import DERIVED, LANDING, Names
+from sessions_assets.graph.names import DERIVED, INGESTED, Names
 from sessions_assets.graph.partitions import Calendars
 
 
 def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
-    ingested = dg.AssetSelection.assets(*[names.key(a) for a in LANDING])
+    ingested = dg.AssetSelection.assets(*[names.key(a) for a in INGESTED])
     # The whole-table checks run on their own schedule (``checks.py``), not in every refresh.
     refreshed = dg.AssetSelection.assets(*[names.key(a) for a in DERIVED]) - dg.AssetSelection.checks(
         *check_keys(names)

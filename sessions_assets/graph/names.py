@@ -18,8 +18,8 @@ from sessions_assets.warehouse.refresh import steps
 # Jobs that rewrite the derived tables queue behind each other, one per value (dagster.yaml's
 # tag_concurrency_limits): the instance's data root.
 REFRESH_TAG = "sessions/refresh"
-# The landing assets (one multi-asset), and the derived assets in refresh order (the registry's: ``refresh/steps.py``).
-LANDING = ("raw_events", "rejected_events", "partition_map")
+# The ingest assets (one multi-asset), and the derived assets in refresh order (the registry's: ``refresh/steps.py``).
+INGESTED = ("raw_events", "rejected_events", "partition_map")
 DERIVED = steps.NAMES
 
 

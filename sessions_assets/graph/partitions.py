@@ -1,6 +1,6 @@
 """Dagster's partitions: two calendars per instance, and the rules that map days to days.
 
-Partition keys are days (``YYYY-MM-DD``). The landing assets are partitioned by **received day**, the collector's
+Partition keys are days (``YYYY-MM-DD``). The ingest assets are partitioned by **received day**, the collector's
 UTC day that names its folders; ``events``, ``sessions``, ``users`` and ``daily_snapshot`` by **local day**, a day of
 the instance's ``time_zone`` (event, session start and snapshot days), so the UI's status and backfills are by the
 business's days. In UTC the two are the same days. East of UTC the first hours of the local ``start_date`` are
@@ -38,7 +38,7 @@ RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_p
 
 @dataclass(frozen=True)
 class Calendars:
-    """An instance's two calendars: received days (the landing assets) and local days (the derived assets)."""
+    """An instance's two calendars: received days (the ingest assets) and local days (the derived assets)."""
 
     received: dg.DailyPartitionsDefinition
     local: dg.DailyPartitionsDefinition

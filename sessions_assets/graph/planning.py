@@ -61,7 +61,7 @@ class Attempts:
 
 def _run_days(run: dg.DagsterRun) -> list[date]:
     """The received days a run ingests: those its ``INGEST_TAG`` names (a ``process_job`` run), else its partitions
-    (one, or a range: an ``ingest_job`` run, a backfill of the landing assets)."""
+    (one, or a range: an ``ingest_job`` run, a backfill of the ingest assets)."""
     if INGEST_TAG in run.tags:
         return ingest_range(run.tags)
     if PARTITION in run.tags:
@@ -148,7 +148,7 @@ class History:
         return any(run.status in IN_FLIGHT and self._ingests(run) for run, _ in self.runs)
 
     def _ingests(self, run: dg.DagsterRun) -> bool:
-        """A run of a job that ingests, or a UI backfill of the landing assets."""
+        """A run of a job that ingests, or a UI backfill of the ingest assets."""
         return (
             run.job_name == self.names.of("ingest_job")
             or INGEST_TAG in run.tags

@@ -7,7 +7,7 @@
   recent, new and still-due days only, and every day's at the slower cadence of its full listing (``cursor.py``),
   so its cost does not grow with the days landed.
 - ``late_data_sensor``: the derived tables are behind their inputs and nothing is ingesting (a UI backfill
-  of the landing assets, an ingest-only run, a refresh that failed) -> one ``refresh_job`` run, for one
+  of the ingest assets, an ingest-only run, a refresh that failed) -> one ``refresh_job`` run, for one
   local day, the snapshot's horizon after the latest received day; it records a materialization of every other
   day whose rows changed.
 
@@ -62,11 +62,11 @@ def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
         cursor = LandingCursor.read(context.cursor)
         glance = cursor.glance(now, pipeline.landing_recent_days, pipeline.landing_full_listing_minutes)
         try:
-            landing = pending.arrivals(pipeline.storage(), bounds(calendars.received), glance)
+            arrivals = pending.arrivals(pipeline.storage(), bounds(calendars.received), glance)
         except LayoutError as error:
             return dg.SensorResult(skip_reason=str(error))
-        ready = planning.ready(landing, planning.History.read(context.instance, names, now), now)
-        ignored = zip(landing.ignored, landing.describe_ignored(), strict=True)
+        ready = planning.ready(arrivals, planning.History.read(context.instance, names, now), now)
+        ignored = zip(arrivals.ignored, arrivals.describe_ignored(), strict=True)
         messages = {f.name: f"landing folder {m}" for f, m in ignored}
         for day, attempts in ready.waiting.items():
             if attempts.failures:
@@ -79,7 +79,7 @@ def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
             local = local_partitions(calendars, first, last)
             tags = {**planning.ingest_tags(first, last), **local.get("tags", {})}
             requests.append(dg.RunRequest(run_key=key, partition_key=local.get("partition_key"), tags=tags))
-        return dg.SensorResult(run_requests=requests, cursor=cursor.after(landing, glance, now, messages).dump())
+        return dg.SensorResult(run_requests=requests, cursor=cursor.after(arrivals, glance, now, messages).dump())
 
     @dg.sensor(
         name=names.of("late_data_sensor"),

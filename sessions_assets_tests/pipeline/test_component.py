@@ -11,7 +11,7 @@ import pytest
 from dagster.components.testing import create_defs_folder_sandbox
 
 from sessions_assets.component import SessionsComponent, description
-from sessions_assets.graph.names import DERIVED, LANDING, REFRESH_TAG
+from sessions_assets.graph.names import DERIVED, INGESTED, REFRESH_TAG
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import layouts
 from sessions_assets.warehouse.storage import as_uri
@@ -34,7 +34,7 @@ def test_the_scaffolded_defs_yaml_names_every_attribute_and_loads_as_the_plain_g
         with sandbox.load_component_and_build_defs(defs_path=path) as (component, defs):
             assert isinstance(component, SessionsComponent) and component.settings().data_root == "data"
             keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
-            assert keys == {*LANDING, *DERIVED}
+            assert keys == {*INGESTED, *DERIVED}
             assert {j.name for j in defs.jobs} == PLAIN
             assert set(defs.resources) == {"spark", "pipeline"}
             defs.get_repository_def()  # resolves every job, schedule and sensor
@@ -49,7 +49,7 @@ def test_two_instances_load_side_by_side_with_nothing_shared(tmp_path):
         with sandbox.build_all_defs() as defs:
             repository = defs.get_repository_def()
             keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
-            assert keys == {f"{p}/{a}" for p in roots for a in (*LANDING, *DERIVED)}
+            assert keys == {f"{p}/{a}" for p in roots for a in (*INGESTED, *DERIVED)}
             jobs = {j.name for j in repository.get_all_jobs() if not j.name.startswith("__")}
             assert jobs == {f"{p}_{j}" for p in roots for j in (*PLAIN, "checks_job")}
             sensors = {s.name for s in repository.sensor_defs}

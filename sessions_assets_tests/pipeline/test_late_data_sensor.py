@@ -34,7 +34,7 @@ def test_late_data_sensor_asks_for_one_refresh_of_what_was_ingested(runner, data
     )
     assert isinstance(tick("late_data_sensor", runner, data_root), dg.SkipReason)  # nothing ingested yet
 
-    runner.ingest(R)  # an ingest alone, as a UI backfill of the landing assets runs
+    runner.ingest(R)  # an ingest alone, as a UI backfill of the ingest assets runs
     request = tick("late_data_sensor", runner, data_root)
     assert isinstance(request, dg.RunRequest)
     assert_the_daemon_accepts("late_data_sensor", [request], runner.defs)

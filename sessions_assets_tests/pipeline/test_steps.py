@@ -7,7 +7,7 @@ import dagster as dg
 
 from sessions_assets.cli.main import main
 from sessions_assets.graph import build
-from sessions_assets.graph.names import LANDING
+from sessions_assets.graph.names import INGESTED
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse.refresh.steps import FOLLOWS, STEPS
 from sessions_assets.warehouse.tables import ALL
@@ -29,7 +29,7 @@ def _mapping(mapping) -> str:
 
 def test_the_asset_graph_is_the_registrys_steps_with_their_inputs(tmp_path):
     graph = build(Settings(data_root=str(tmp_path))).resolve_asset_graph()
-    derived = {k.to_user_string() for k in graph.get_all_asset_keys()} - set(LANDING)
+    derived = {k.to_user_string() for k in graph.get_all_asset_keys()} - set(INGESTED)
     assert derived == {step.name for step in STEPS}
     lineage = {
         name: {p.to_user_string(): _mapping(graph.get_partition_mapping(key, p)) for p in graph.get(key).parent_keys}

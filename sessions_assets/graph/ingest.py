@@ -1,4 +1,4 @@
-"""The landing assets, partitioned by received day: parse the files, keep every line, map the event days.
+"""The ingest assets, partitioned by received day: parse the landing files, keep every line, map the event days.
 
 A run covers one received day or a range: the days are read in one Spark read and each table is written
 in one commit, so a UI backfill of a year of days is one run (one Spark start). A ``process_job`` run ingests its
@@ -78,7 +78,7 @@ class IngestConfig(dg.Config):
 
 
 def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
-    """The landing multi-asset of an instance, on its received days."""
+    """The ingest multi-asset of an instance, on its received days."""
 
     @dg.multi_asset(
         name=names.of("ingest"),
@@ -108,7 +108,7 @@ def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
 
 def ingested_first(context: dg.OpExecutionContext, names: Names, days: list[date]):
     """Ingest received days inside another step (a ``process_job`` run, which refreshes on local days after it):
-    a materialization of each landing asset for each of the days, as the landing assets' own run records."""
+    a materialization of each ingest asset for each of the days, as the ingest assets' own run records."""
     for asset, metadata in ingested(context, names, days).items():
         for day in days:
             yield dg.AssetMaterialization(names.key(asset), partition=day.isoformat(), metadata=metadata)
@@ -118,7 +118,7 @@ def ingested(
     context: dg.OpExecutionContext, names: Names, days: list[date], stored: bool = False, whole: bool = False
 ) -> dict[str, dict]:
     """Ingest the received days (``stored``: from the lines the tables hold; ``whole``: every file of their
-    folders), and what each landing asset's materialization says of it."""
+    folders), and what each ingest asset's materialization says of it."""
     pipeline = pipeline_of(context, names)
     # Taken before the files are read: a file that changes during the read makes its day due again.
     storage = pipeline.storage()
