@@ -53,14 +53,49 @@ def is_write_conflict(error: BaseException | None) -> bool:
     return False
 
 
-def assign(columns) -> str:
-    """A ``MERGE``'s ``UPDATE SET``: each column from the source row."""
+def _assign(columns) -> str:
     return ", ".join(f"t.`{c}` = s.`{c}`" for c in columns)
 
 
-def insert(columns) -> str:
-    """A ``MERGE``'s ``INSERT``: the columns, from the source row."""
-    return f"({', '.join(f'`{c}`' for c in columns)}) VALUES ({', '.join(f's.`{c}`' for c in columns)})"
+def _when(matched: str, condition: str | None, action: str) -> str:
+    return f"WHEN {matched}{f' AND {condition}' if condition else ''} THEN {action}"
+
+
+def op(*kinds: str) -> str:
+    """A clause's condition on the source's ``_op`` column (the engine's write plans: what each row does)."""
+    listed = ", ".join(f"'{k}'" for k in kinds)
+    return f"s._op = {listed}" if len(kinds) == 1 else f"s._op IN ({listed})"
+
+
+@dataclass(frozen=True)
+class Merge:
+    """A ``MERGE`` of a source (``s``) into a table (``t``) on ``on``, described by its actions in the shape of
+    Delta's own builder (``DeltaTable.merge(...).whenMatchedUpdate(...)``, which a Spark Connect client cannot use
+    without Delta's Connect plugins on the server). Each action adds one clause; the first whose condition holds
+    acts on a row."""
+
+    on: str
+    clauses: tuple[str, ...] = ()
+
+    def _and(self, clause: str) -> Merge:
+        return Merge(self.on, (*self.clauses, clause))
+
+    def when_matched_delete(self, condition: str | None = None) -> Merge:
+        return self._and(_when("MATCHED", condition, "DELETE"))
+
+    def when_matched_update(self, columns=(), condition: str | None = None, **expressions: str) -> Merge:
+        """Set ``columns`` from the source row, and each keyword's column to its SQL expression."""
+        sets = [_assign(columns)] if columns else []
+        sets += [f"t.`{c}` = {e}" for c, e in expressions.items()]
+        return self._and(_when("MATCHED", condition, f"UPDATE SET {', '.join(sets)}"))
+
+    def when_not_matched_insert(self, columns, condition: str | None = None) -> Merge:
+        """Insert the source row's ``columns``."""
+        names, values = ", ".join(f"`{c}`" for c in columns), ", ".join(f"s.`{c}`" for c in columns)
+        return self._and(_when("NOT MATCHED", condition, f"INSERT ({names}) VALUES ({values})"))
+
+    def sql(self, target: str, source: str) -> str:
+        return f"MERGE INTO {target} AS t USING {source} AS s ON {self.on} {' '.join(self.clauses)}"
 
 
 def on_days(column: str, days) -> str:
@@ -369,18 +404,15 @@ class Warehouse:
             writer = writer.option("txnAppId", commit.txn[0]).option("txnVersion", commit.txn[1])
         return writer
 
-    def merge(self, table: Table, source: DataFrame, condition: str, clauses: list[str], commit: Commit = Commit()):
-        """One ``MERGE`` of ``source`` (alias ``s``) into the table (alias ``t``) on ``condition``, with ``clauses``
-        (``WHEN MATCHED ... THEN ...``; ``assign`` and ``insert`` spell the columns). Delta's SQL, so that it runs
-        the same over Spark Connect; the source is a view of this session's, named for this one statement."""
+    def merge(self, table: Table, source: DataFrame, merge: Merge, commit: Commit = Commit()):
+        """One ``MERGE`` of ``source`` into the table, as ``merge`` describes it. Delta's SQL, so that it runs the
+        same over Spark Connect; the source is a view of this session's, named for this one statement."""
         self._ensure(table)
         view = f"merge_source_{uuid.uuid4().hex}"
         source.createOrReplaceTempView(view)
         try:
             with self._session_commit(commit):
-                self.spark.sql(
-                    f"MERGE INTO delta.`{self.uri(table)}` AS t USING {view} AS s ON {condition} {' '.join(clauses)}"
-                )
+                self.spark.sql(merge.sql(f"delta.`{self.uri(table)}`", view))
         finally:
             self.spark.catalog.dropTempView(view)
 

@@ -32,7 +32,7 @@ from pyspark.sql import DataFrame
 
 from sessions_assets.engine import privacy
 from sessions_assets.settings import Settings, SettingsError
-from sessions_assets.warehouse.delta import DeltaLog, Warehouse, assign, insert
+from sessions_assets.warehouse.delta import DeltaLog, Merge, Warehouse
 from sessions_assets.warehouse.storage import Storage
 from sessions_assets.warehouse.tables import FORGET_REQUESTS, IDENTITIES
 
@@ -229,10 +229,7 @@ def _insert(wh: Warehouse, requests: list[Request]) -> None:
         FORGET_REQUESTS.schema,
     )
     wh.merge(
-        FORGET_REQUESTS,
-        rows,
-        "t.request_id = s.request_id",
-        [f"WHEN NOT MATCHED THEN INSERT {insert(FORGET_REQUESTS.columns)}"],
+        FORGET_REQUESTS, rows, Merge("t.request_id = s.request_id").when_not_matched_insert(FORGET_REQUESTS.columns)
     )
 
 
@@ -245,4 +242,4 @@ def update(wh: Warehouse, changes: list[Request]) -> None:
         "removed map<string,long>, purged_at timestamp",
     )
     columns = ["anonymous_hashes", "state", "updated_at", "removed", "purged_at"]
-    wh.merge(FORGET_REQUESTS, rows, "t.request_id = s.request_id", [f"WHEN MATCHED THEN UPDATE SET {assign(columns)}"])
+    wh.merge(FORGET_REQUESTS, rows, Merge("t.request_id = s.request_id").when_matched_update(columns))

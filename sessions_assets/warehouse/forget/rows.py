@@ -11,7 +11,7 @@ from pyspark.sql import types as T
 
 from sessions_assets.engine import accept, privacy
 from sessions_assets.warehouse import hooks, ingest, journal, ledger
-from sessions_assets.warehouse.delta import Warehouse, assign, on_days
+from sessions_assets.warehouse.delta import Merge, Warehouse, on_days
 from sessions_assets.warehouse.journal import Request
 from sessions_assets.warehouse.tables import (
     FILE_RECORD,
@@ -106,7 +106,7 @@ def remove(
         if counts:
             source = doomed.select(*[F.col(f"_{c}").alias(c) for c in keys]).distinct()
             on = " AND ".join([*(f"t.`{c}` <=> s.`{c}`" for c in keys), f"({rows})"])
-            wh.merge(table, source, on, ["WHEN MATCHED THEN DELETE"])
+            wh.merge(table, source, Merge(on).when_matched_delete())
     hooks.reached(hooks.LINES_REMOVED)
     if days or recount_all:
         recount(wh, None if recount_all else sorted(days))
@@ -192,9 +192,7 @@ def recount(wh: Warehouse, days: list | None) -> None:
         f"'lines', coalesce({of}.lines, 0L), 'accepted', coalesce({of}.accepted, 0L), "
         f"'rejected', coalesce({of}.rejected, 0L), 'events_per_day', coalesce({of}.events_per_day, {none})))"
     )
-    wh.merge(
-        RECEIVED_DAYS,
-        wh.spark.createDataFrame(rows, T.StructType(fields)),
-        "t.received_date = s.received_date",
-        [f"WHEN MATCHED THEN UPDATE SET {assign(['lines', 'accepted', 'rejected'])}, t.files = {files}"],
+    totals = Merge("t.received_date = s.received_date").when_matched_update(
+        ["lines", "accepted", "rejected"], files=files
     )
+    wh.merge(RECEIVED_DAYS, wh.spark.createDataFrame(rows, T.StructType(fields)), totals)

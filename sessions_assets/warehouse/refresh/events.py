@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from sessions_assets.engine import dedup, identity
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import ledger
-from sessions_assets.warehouse.delta import Commit, Warehouse, assign, insert, on_days
+from sessions_assets.warehouse.delta import Commit, Merge, Warehouse, on_days, op
 from sessions_assets.warehouse.refresh import identities
 from sessions_assets.warehouse.refresh.outcome import Outcome, days_in, rebuilding, rebuilt, repair_commit
 from sessions_assets.warehouse.tables import EVENTS, RAW_EVENTS
@@ -234,15 +234,12 @@ def _write(wh: Warehouse, ops: DataFrame, stored_days: set[date], commit: Commit
     if not stored_days:
         wh.append(EVENTS, ops, commit)
         return
-    wh.merge(
-        EVENTS,
-        ops,
-        f"t.event_date = s.event_date AND t.message_id = s.message_id AND {on_days('t.event_date', stored_days)}",
-        [
-            "WHEN MATCHED AND s._op = 'delete' THEN DELETE",
-            f"WHEN MATCHED AND s._op = 'update' THEN UPDATE SET {assign(EVENTS.columns)}",
-            f"WHEN MATCHED AND s._op = 'restitch' THEN UPDATE SET {assign(['user_key'])}",
-            f"WHEN NOT MATCHED AND s._op IN ('insert', 'update') THEN INSERT {insert(EVENTS.columns)}",
-        ],
-        commit,
+    on = "t.event_date = s.event_date AND t.message_id = s.message_id"
+    merge = (
+        Merge(f"{on} AND {on_days('t.event_date', stored_days)}")
+        .when_matched_delete(op("delete"))
+        .when_matched_update(EVENTS.columns, op("update"))
+        .when_matched_update(["user_key"], op("restitch"))
+        .when_not_matched_insert(EVENTS.columns, op("insert", "update"))
     )
+    wh.merge(EVENTS, ops, merge, commit)

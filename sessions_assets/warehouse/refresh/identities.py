@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from sessions_assets.engine import identity
 from sessions_assets.engine.identity import TALLY_KEY, tallies
 from sessions_assets.warehouse import ledger
-from sessions_assets.warehouse.delta import Warehouse, insert
+from sessions_assets.warehouse.delta import Merge, Warehouse
 from sessions_assets.warehouse.refresh.outcome import net_changes, read_once, rebuilding
 from sessions_assets.warehouse.tables import EVENTS, IDENTITIES
 
@@ -63,25 +63,18 @@ def _absorb(wh: Warehouse, feed: DataFrame, at: ledger.Position) -> None:
             .withColumn("link_id", F.when(F.col("unlinked"), F.col("_found.id")).otherwise(F.col("link_id")))
             .drop("_found")
         )
-    update = ", ".join(
-        [
-            "t.events = t.events + s.events",
-            "t.first_day = least(t.first_day, s.first_day)",
-            "t.last_day = greatest(t.last_day, s.last_day)",
-            *(f"t.{c} = {_LINK.format(c=c)}" for c in ("link_at", "link_id")),
-        ]
+    merge = (
+        Merge(_SAME_KEY)
+        .when_matched_delete("t.events + s.events <= 0")
+        .when_matched_update(
+            events="t.events + s.events",
+            first_day="least(t.first_day, s.first_day)",
+            last_day="greatest(t.last_day, s.last_day)",
+            **{c: _LINK.format(c=c) for c in ("link_at", "link_id")},
+        )
+        .when_not_matched_insert(IDENTITIES.columns, "s.events > 0")
     )
-    wh.merge(
-        IDENTITIES,
-        change.where("events != 0 OR unlinked OR link_at IS NOT NULL"),
-        _SAME_KEY,
-        [
-            "WHEN MATCHED AND t.events + s.events <= 0 THEN DELETE",
-            f"WHEN MATCHED THEN UPDATE SET {update}",
-            f"WHEN NOT MATCHED AND s.events > 0 THEN INSERT {insert(IDENTITIES.columns)}",
-        ],
-        at.commit,
-    )
+    wh.merge(IDENTITIES, change.where("events != 0 OR unlinked OR link_at IS NOT NULL"), merge, at.commit)
 
 
 def of_anonymous_ids(wh: Warehouse, ids: DataFrame) -> DataFrame:

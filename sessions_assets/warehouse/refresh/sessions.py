@@ -15,7 +15,7 @@ from sessions_assets.engine import days as local
 from sessions_assets.engine.sessionize import SESSIONIZED, interval, sessionize
 from sessions_assets.settings import Settings
 from sessions_assets.warehouse import ledger
-from sessions_assets.warehouse.delta import Commit, Warehouse, assign, insert, on_days
+from sessions_assets.warehouse.delta import Commit, Merge, Warehouse, on_days, op
 from sessions_assets.warehouse.refresh.outcome import (
     Outcome,
     days_in,
@@ -138,18 +138,15 @@ def _resessionize(
         if not stored_days:
             wh.append(SESSIONS, ops, commit)
         else:
-            wh.merge(
-                SESSIONS,
-                ops,
-                f"t.session_date = s.session_date AND t.session_id = s.session_id AND {on_days('t.session_date', stored_days)}",
-                [
-                    "WHEN MATCHED AND s._op = 'delete' THEN DELETE",
-                    f"WHEN MATCHED AND s._op = 'renumber' THEN UPDATE SET {assign(['session_number'])}",
-                    f"WHEN MATCHED AND s._op = 'update' THEN UPDATE SET {assign(SESSIONS.columns)}",
-                    f"WHEN NOT MATCHED AND s._op IN ('insert', 'update') THEN INSERT {insert(SESSIONS.columns)}",
-                ],
-                commit,
+            on = "t.session_date = s.session_date AND t.session_id = s.session_id"
+            merge = (
+                Merge(f"{on} AND {on_days('t.session_date', stored_days)}")
+                .when_matched_delete(op("delete"))
+                .when_matched_update(["session_number"], op("renumber"))
+                .when_matched_update(SESSIONS.columns, op("update"))
+                .when_not_matched_insert(SESSIONS.columns, op("insert", "update"))
             )
+            wh.merge(SESSIONS, ops, merge, commit)
         done.counts.update(numbering_check(wh, ops, windows.join(offsets, "user_key", "left"), since))
     return done
 

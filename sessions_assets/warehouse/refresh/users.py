@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from sessions_assets.engine.users import IDENTIFIED, SESSION_FACTS, advanced, users
 from sessions_assets.warehouse import ledger
-from sessions_assets.warehouse.delta import Commit, Warehouse, assign, insert
+from sessions_assets.warehouse.delta import Commit, Merge, Warehouse
 from sessions_assets.warehouse.refresh import identities
 from sessions_assets.warehouse.refresh.outcome import Outcome, net_changes, read_once
 from sessions_assets.warehouse.tables import EVENTS, IDENTITIES, SESSIONS, USERS
@@ -93,17 +93,13 @@ def _write_persons(
         .withColumn("_gone", F.coalesce(F.col("sessions") <= 0, F.lit(True)))
         .select(*USERS.columns, "_gone")
     )
-    wh.merge(
-        USERS,
-        rows,
-        "t.user_key = s.user_key",
-        [
-            "WHEN MATCHED AND s._gone THEN DELETE",
-            f"WHEN MATCHED THEN UPDATE SET {assign(USERS.columns)}",
-            f"WHEN NOT MATCHED AND NOT s._gone THEN INSERT {insert(USERS.columns)}",
-        ],
-        commit,
+    merge = (
+        Merge("t.user_key = s.user_key")
+        .when_matched_delete("s._gone")
+        .when_matched_update(USERS.columns)
+        .when_not_matched_insert(USERS.columns, "NOT s._gone")
     )
+    wh.merge(USERS, rows, merge, commit)
     log = wh.log(USERS)
     metrics = {k: int(v) for k, v in log.commit_info(log.version()).get("operationMetrics", {}).items()}
     written = metrics.get("numTargetRowsInserted", 0) + metrics.get("numTargetRowsUpdated", 0)
