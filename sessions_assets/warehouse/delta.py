@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -40,14 +41,21 @@ COMPILED_FROM_ROWS = 100_000
 # (18 M at 100,000 a day and H = 180) runs the default 3 GB driver out of memory.
 BROADCAST_UP_TO_ROWS = 2_000_000
 # Delta refusing a commit because another one won (io.delta.exceptions.Concurrent*, MetadataChanged,
-# ProtocolChanged), by the error classes they carry: in a driver of the run's own and over Spark Connect alike.
-_CONFLICTS = ("DELTA_CONCURRENT_", "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED", "io.delta.exceptions.Concurrent")
+# ProtocolChanged): the error conditions PySpark's exceptions carry (``getCondition``) in a driver of the run's own
+# and over Spark Connect alike. An error without one (raised outside Spark's error framework, or wrapped by another
+# library) is recognised by its text: the same conditions, or Delta's exception class.
+_CONFLICTS = ("DELTA_CONCURRENT_", "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED")
+_CONFLICT_CLASS = "io.delta.exceptions.Concurrent"
 
 
 def is_write_conflict(error: BaseException | None) -> bool:
     """Whether ``error`` (or what caused it) is Delta refusing a commit because another one won."""
     while error is not None:
-        if any(mark in str(error)[:1000] for mark in _CONFLICTS):
+        condition = error.getCondition() if isinstance(error, PySparkException) else None
+        if condition:
+            if condition.startswith(_CONFLICTS):
+                return True
+        elif any(mark in str(error)[:1000] for mark in (*_CONFLICTS, _CONFLICT_CLASS)):
             return True
         error = error.__cause__ or error.__context__
     return False
