@@ -80,18 +80,18 @@ def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
     """The derived assets of an instance, one per refresh step (``refresh/steps.py``), with its dependencies."""
     key, calendar = names.key, calendars.local
     numbering = names.of(NUMBERING_CHECK)
-    # What a step's asset adds around its refresh: a process_job run's ingest first; the sessions' numbering check.
-    extras = {
-        "sessions": dict(
-            check_specs=[
-                dg.AssetCheckSpec(
-                    numbering,
-                    asset=key("sessions"),
-                    description="Each user written has sessions numbered 1..n in start order.",
-                )
-            ]
-        )
-    }
+    numbering_spec = dg.AssetCheckSpec(
+        numbering, asset=key("sessions"), description="Each user written has sessions numbered 1..n in start order."
+    )
+
+    def numbered(pipeline, done: Outcome) -> list[dg.AssetCheckResult]:
+        """The sessions' numbering check, from what their step counted (the channel rules it used as metadata)."""
+        rules = pipeline.rules()
+        done.tables["channel_rules"] = [{"file": rules.path, "sha256": rules.digest, "rules": len(rules.rules)}]
+        gaps = done.counts.pop("users_misnumbered", 0)
+        written = done.counts.get("users_written", 0)
+        metadata = {"users_checked": written, "users_misnumbered": gaps, "expected": 0}
+        return [dg.AssetCheckResult(check_name=numbering, passed=gaps == 0, metadata=metadata)]
 
     def derived(step: Step) -> dg.AssetsDefinition:
         @dg.asset(
@@ -102,7 +102,7 @@ def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
             backfill_policy=SINGLE_RUN,
             group_name=names.of("sessions"),
             required_resource_keys={names.spark, names.pipeline},
-            **extras.get(step.name, {}),
+            check_specs=[numbering_spec] if step.table is SESSIONS else None,
         )
         def refreshed(context: dg.AssetExecutionContext, config: RepairConfig):
             received = planning.ingest_range(context.run.tags) if step.table is EVENTS else None
@@ -115,20 +115,8 @@ def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
             days = _days(context) if _repairs(context, config) else None
             # The warehouse opens inside the step: a Spark that does not start fails it in one line.
             done = run_step(context, lambda: step.refresh(pipeline.warehouse(spark_of(context, names)), pipeline, days))
-            checks = []
-            if step.table is SESSIONS:
-                rules = pipeline.rules()
-                done.tables["channel_rules"] = [{"file": rules.path, "sha256": rules.digest, "rules": len(rules.rules)}]
-                gaps = done.counts.pop("users_misnumbered", 0)
-                written = done.counts.get("users_written", 0)
-                checks.append(
-                    dg.AssetCheckResult(
-                        check_name=numbering,
-                        passed=gaps == 0,
-                        metadata={"users_checked": written, "users_misnumbered": gaps, "expected": 0},
-                    )
-                )
-            yield from _results(context, done, calendar, **({"check_results": checks} if checks else {}))
+            checks = numbered(pipeline, done) if step.table is SESSIONS else None
+            yield from _results(context, done, calendar, check_results=checks)
 
         return refreshed
 
