@@ -269,6 +269,35 @@ def first_unabsorbed(log: DeltaLog, versions: list[int], absorbed: int) -> int |
     return versions[0] if quiet is not None and quiet <= absorbed < versions[0] else None
 
 
+# A MERGE's metrics that say it changed or took out stored rows: without them it only inserted.
+_MERGE_REMOVES = (
+    "numTargetRowsUpdated",
+    "numTargetRowsDeleted",
+    "numTargetFilesRemoved",
+    "numTargetDeletionVectorsAdded",
+    "numTargetDeletionVectorsUpdated",
+)
+
+
+def only_added(wh: Warehouse, at: Position) -> bool:
+    """Whether every commit of the input since ``at.absorbed`` only added rows, known from its metrics without
+    reading data: an append, or a ``MERGE`` that inserted and did nothing else. Its change feed then holds
+    inserts alone: nothing to net against rows taken out, and no stored row replaced."""
+    log = wh.log(at.source)
+    for version in log.versions():
+        if not at.absorbed < version <= at.latest:
+            continue
+        info = log.commit_info(version)
+        operation, metrics = info.get("operation"), info.get("operationMetrics", {})
+        if operation in NO_DATA_CHANGE:
+            continue
+        appended = operation == "WRITE" and info.get("operationParameters", {}).get("mode") == "Append"
+        inserted = operation == "MERGE" and "numTargetRowsInserted" in metrics
+        if not (appended or (inserted and not any(int(metrics.get(m, 0)) for m in _MERGE_REMOVES))):
+            return False
+    return True
+
+
 def unabsorbed(wh: Warehouse, at: Position) -> DataFrame | None:
     """The input's rows changed since ``at.absorbed``, or None when its log no longer holds those versions
     (cleaned up after ``delta.logRetentionDuration``): then the table is rebuilt whole."""

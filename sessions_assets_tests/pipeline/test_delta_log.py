@@ -82,3 +82,49 @@ def test_a_process_that_read_the_received_days_without_spark_exits_cleanly(wareh
     for _ in range(8):
         done = subprocess.run([sys.executable, "-c", read, warehouse.storage.root], capture_output=True, text=True)
         assert (done.returncode, done.stdout) == (0, "2024-03-01 2024-03-02\n"), done.stderr[-500:]
+
+
+def test_a_feed_is_known_to_hold_inserts_alone_exactly_when_its_change_feed_does(warehouse, spark):
+    """``ledger.only_added`` decides from the commits' metrics what the change feed would say: appends and a
+    ``MERGE`` that only inserts add rows alone; an overwrite, an update or a delete do not."""
+    from sessions_assets.warehouse.delta import Merge
+    from sessions_assets.warehouse.ledger import Position, only_added
+    from sessions_assets.warehouse.tables import CHANGE_FEED
+
+    table = replace(PARTITION_MAP, properties=(CHANGE_FEED,))
+    on = "t.received_date = s.received_date AND t.event_date = s.event_date"
+    day = date(2024, 3, 1)
+
+    def rows(*pairs):
+        return spark.createDataFrame([(day, date(2024, 3, d), n) for d, n in pairs], table.schema)
+
+    writes = {
+        "first rows": lambda: warehouse.overwrite(table, rows((1, 1))),
+        "an append": lambda: warehouse.append(table, rows((2, 1))),
+        "a merge that inserts": lambda: warehouse.merge(
+            table, rows((3, 1), (1, 1)), Merge(on).when_not_matched_insert(table.columns)
+        ),
+        "a merge that updates": lambda: warehouse.merge(
+            table, rows((1, 5)), Merge(on).when_matched_update(table.columns).when_not_matched_insert(table.columns)
+        ),
+        "a merge that deletes": lambda: warehouse.merge(table, rows((2, 0)), Merge(on).when_matched_delete()),
+        "an overwrite": lambda: warehouse.overwrite(table, rows((1, 1))),
+    }
+    decided, fed = {}, {}
+    for name, write in writes.items():
+        before = warehouse.version(table) if DeltaLog(warehouse.storage, table).versions() else None
+        write()
+        if before is None:
+            continue
+        at = Position(table, table, before, warehouse.version(table))
+        decided[name] = only_added(warehouse, at)
+        kinds = warehouse.change_feed(table, before + 1, at.latest).select("_change_type").distinct().collect()
+        fed[name] = {r[0] for r in kinds} <= {"insert"}
+    assert decided == fed
+    assert decided == {
+        "an append": True,
+        "a merge that inserts": True,
+        "a merge that updates": False,
+        "a merge that deletes": False,
+        "an overwrite": False,
+    }

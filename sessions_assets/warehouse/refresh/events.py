@@ -76,16 +76,21 @@ def _removes(metrics: dict[str, str]) -> bool:
 NARROW = ("message_hash", "message_id", "event_date", "received_at", "received_date", *identity.LINK_COLUMNS[1:])
 
 
-def _stored(wh: Warehouse, hashes: DataFrame, columns=None) -> DataFrame:
+def _stored(wh: Warehouse, hashes: DataFrame, columns=EVENTS.columns) -> DataFrame | None:
     """The stored rows of messages with these hashes (only ``columns``): one scan of the narrow hash column finds
-    their days, then only those days are read."""
+    their days, then only those days are read. None: no message is stored yet (a day of new visits)."""
     events = wh.read(EVENTS)
     found = events.select("message_hash", "event_date").join(F.broadcast(hashes), "message_hash", "left_semi")
     days = days_in(found, "event_date")
-    on_days_found = events.where(F.col("event_date").isin(days))
-    if columns is not None:
-        on_days_found = on_days_found.select(*dict.fromkeys(columns))
+    if not days:
+        return None
+    on_days_found = events.where(F.col("event_date").isin(days)).select(*dict.fromkeys(columns))
     return on_days_found.join(F.broadcast(hashes), "message_hash", "left_semi")
+
+
+def _none_stored(wh: Warehouse, columns=EVENTS.columns) -> DataFrame:
+    """No stored row, as a frame of ``columns`` that reads nothing."""
+    return wh.spark.createDataFrame([], EVENTS.schema).select(*dict.fromkeys(columns))
 
 
 def _arrivals(wh: Warehouse, copies: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -93,7 +98,10 @@ def _arrivals(wh: Warehouse, copies: DataFrame) -> tuple[DataFrame, DataFrame]:
     the writes and the stored rows they may replace."""
     incoming = dedup.keep_first(copies).select(*EVENTS.columns).localCheckpoint()
     stored = _stored(wh, incoming.select("message_hash").distinct(), NARROW)
-    stored = stored.join(incoming.select("message_id"), "message_id", "left_semi").localCheckpoint()
+    if stored is None:
+        stored = _none_stored(wh, NARROW)
+    else:
+        stored = stored.join(incoming.select("message_id"), "message_id", "left_semi").localCheckpoint()
     padded = stored.select(*[F.col(c) if c in NARROW else F.lit(None).alias(c) for c in EVENTS.columns])
     return dedup.arrivals(incoming, padded, EVENTS.columns), stored
 
@@ -107,7 +115,8 @@ def _corrections(wh: Warehouse, hashes: DataFrame, raw_version: int) -> tuple[Da
     received = days_in(found, "received_date")
     copies = raw.where(F.col("received_date").isin(received)).join(F.broadcast(hashes), "message_hash", "left_semi")
     wanted = dedup.keep_first(copies).select(*EVENTS.columns)
-    stored = _stored(wh, hashes).localCheckpoint()
+    stored = _stored(wh, hashes)
+    stored = _none_stored(wh) if stored is None else stored.localCheckpoint()
     # ``user_key`` is compared by the stitching that follows (``_stitched``): the copies carry the raw identity.
     return dedup.corrections(wanted, stored, EVENTS.columns, ignored=("user_key",)), stored.select(*NARROW)
 
@@ -117,24 +126,30 @@ def _links(rows: DataFrame) -> DataFrame:
     return rows.where("user_id IS NOT NULL AND anonymous_id IS NOT NULL").select(*identity.LINK_COLUMNS)
 
 
-def _stitched(wh: Warehouse, ops: DataFrame, replaced: DataFrame, also: DataFrame | None) -> tuple[DataFrame, Outcome]:
+def _stitched(
+    wh: Warehouse, ops: DataFrame, replaced: DataFrame | None, also: DataFrame | None
+) -> tuple[DataFrame, Outcome]:
     """``ops`` with each written event's person, and the stored events that change person as ``restitch`` rows.
 
     The persons of the anonymous ids the ops write, delete or replace (and ``also``) are decided afresh from their
     stored latest links (``identities``) and the links written; where a stored link is replaced by other content
     or deleted, that id's links are read again from ``events``. Stored anonymous events of an id whose person
-    changes move to the new one, on whatever day they are: the id's tallies say which days to read."""
+    changes move to the new one, on whatever day they are: the id's tallies say which days to read. ``replaced``
+    None: the ops only insert."""
     written = ops.where("_op != 'delete'")
-    touched = ops.where("_op != 'insert'").select("message_id")
-    replaced = replaced.join(F.broadcast(touched), "message_id", "left_semi")
-    ids = ops.select("anonymous_id").union(replaced.select("anonymous_id"))
+    ids = ops.select("anonymous_id")
+    gone = []
+    if replaced is not None:
+        touched = ops.where("_op != 'insert'").select("message_id")
+        replaced = replaced.join(F.broadcast(touched), "message_id", "left_semi")
+        ids = ids.union(replaced.select("anonymous_id"))
     if also is not None:
         ids = ids.union(also)
     ids = ids.where("anonymous_id IS NOT NULL").distinct().localCheckpoint()
     stored = identities.of_anonymous_ids(wh, ids).localCheckpoint()
-    # A stored link replaced by anything but itself: its id's latest stored link may be gone.
-    rewritten = _links(replaced).join(_links(written), list(identity.LINK_COLUMNS), "left_anti")
-    gone = [r[0] for r in rewritten.select("anonymous_id").distinct().collect()]
+    if replaced is not None:  # a stored link replaced by anything but itself: its id's latest link may be gone
+        rewritten = _links(replaced).join(_links(written), list(identity.LINK_COLUMNS), "left_anti")
+        gone = [r[0] for r in rewritten.select("anonymous_id").distinct().collect()]
     kept = stored.where(F.col("link_at").isNotNull() & ~F.col("anonymous_id").isin(gone))
     links = _links(written).unionByName(
         kept.select(
@@ -220,10 +235,11 @@ def _apply_events(
             stored_days.add(row.event_date)
     with wh.compiled(sum(done.days.values())):  # a day of many events: its stitching and write run compiled
         if settings.stitch_identities:
-            ops, moved = _stitched(wh, ops, replaced, anonymous)
-            ops = ops.localCheckpoint()
+            ops, moved = _stitched(wh, ops, replaced if stored_days else None, anonymous)
             done.add(moved)
             stored_days.update(moved.days)
+            if stored_days:  # a MERGE reads its source more than once, an append once
+                ops = ops.localCheckpoint()
         _write(wh, ops, stored_days, commit)
     identities.catch_up(wh)
     return done

@@ -15,7 +15,7 @@ from sessions_assets.engine import identity
 from sessions_assets.engine.identity import TALLY_KEY, tallies
 from sessions_assets.warehouse import ledger
 from sessions_assets.warehouse.delta import Merge, Warehouse
-from sessions_assets.warehouse.refresh.outcome import net_changes, read_once, rebuilding
+from sessions_assets.warehouse.refresh.outcome import changes, rebuilding
 from sessions_assets.warehouse.tables import EVENTS, IDENTITIES
 
 # What a tally is counted from.
@@ -44,10 +44,14 @@ def _absorb(wh: Warehouse, feed: DataFrame, at: ledger.Position) -> None:
     the span: a span may be wider than the events, never narrower), the latest link kept. A pair whose link was
     removed (a corrected or moved copy) has its latest link found afresh among the events of that pair."""
     # An update that changes none of the tallied columns (a session column corrected) cancels out.
-    added, removed = net_changes(read_once(feed, TALLIED))
-    net = added.withColumn("weight", F.lit(1)).unionByName(removed.withColumn("weight", F.lit(-1)))
+    added, removed = changes(wh, feed, at, TALLIED)
+    net = added.withColumn("weight", F.lit(1))
+    if removed is not None:
+        net = net.unionByName(removed.withColumn("weight", F.lit(-1)))
     change = tallies(net).localCheckpoint()
-    unlinked = [tuple(r) for r in change.where("unlinked").select("anonymous_id", "user_id").collect()]
+    unlinked = []  # only a removed link unlinks a pair
+    if removed is not None:
+        unlinked = [tuple(r) for r in change.where("unlinked").select("anonymous_id", "user_id").collect()]
     if unlinked:  # rare: a link corrected or moved; its pair's latest link is found among the events
         pairs = F.broadcast(wh.spark.createDataFrame(unlinked, "anonymous_id string, user_id string"))
         found = (

@@ -46,6 +46,15 @@ def net_changes(rows: DataFrame) -> tuple[DataFrame, DataFrame]:
     return added.exceptAll(removed), removed.exceptAll(added)
 
 
+def changes(wh: Warehouse, feed: DataFrame, at: ledger.Position, columns) -> tuple[DataFrame, DataFrame | None]:
+    """The rows the input's commits since ``at`` added and those they took out, net (``net_changes``); None for
+    the second when the commits only added rows (``ledger.only_added``): the feed's rows are then the added ones,
+    read where they are used, with nothing to cancel them."""
+    if ledger.only_added(wh, at):
+        return feed.select(*columns), None
+    return net_changes(read_once(feed, columns))
+
+
 def days_in(df: DataFrame, column: str) -> list[date]:
     return sorted(r[0] for r in df.select(column).distinct().collect() if r[0] is not None)
 

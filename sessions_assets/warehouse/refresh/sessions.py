@@ -18,9 +18,8 @@ from sessions_assets.warehouse import ledger
 from sessions_assets.warehouse.delta import Commit, Merge, Warehouse, on_days, op
 from sessions_assets.warehouse.refresh.outcome import (
     Outcome,
+    changes,
     days_in,
-    net_changes,
-    read_once,
     rebuilding,
     rebuilt,
     repair_commit,
@@ -56,12 +55,10 @@ def refresh_sessions(wh: Warehouse, settings: Settings, repair: tuple[date, date
 def _absorb(wh: Warehouse, settings: Settings, feed: DataFrame, at: ledger.Position) -> Outcome:
     """The chains the added and removed events fall in, recomputed: those near no stored session from the added
     events alone, the others from ``events`` on their days."""
-    columns = [*SESSIONIZED, "event_date"]
-    added, removed = net_changes(read_once(feed, columns))
+    added, removed = changes(wh, feed, at, [*SESSIONIZED, "event_date"])
     added = added.localCheckpoint()
-    moments = added.unionByName(removed).select(
-        "user_key", F.col("timestamp").alias("dirty_from"), F.col("timestamp").alias("dirty_to")
-    )
+    moments = added if removed is None else added.unionByName(removed)
+    moments = moments.select("user_key", F.col("timestamp").alias("dirty_from"), F.col("timestamp").alias("dirty_to"))
 
     def events_of(touched: DataFrame) -> DataFrame:
         stored = _stored_events(wh, settings, touched.where("has_stored"), at.latest)
