@@ -156,6 +156,18 @@ class DeltaLog:
         """The files of the checkpoint at ``version`` (one, or its parts)."""
         return sorted(self.storage.fs.glob(f"{self.path}/{version:020d}.checkpoint*.parquet"))
 
+    def files(self) -> list[str]:
+        """The paths of every file of the log: commits, checksums, checkpoints and their hidden checksum files."""
+        return self.storage.fs.ls(self.path, detail=False)
+
+    def remove_before(self, version: int) -> None:
+        """Remove the log's files of every version before ``version``, which holds a checkpoint: the log starts
+        there (Delta reads a table from its latest checkpoint on)."""
+        for path in self.files():
+            name = path.rsplit("/", 1)[-1].lstrip(".")
+            if name[:20].isdigit() and int(name[:20]) < version:
+                self.storage.fs.rm(path)
+
     def metadata(self) -> dict:
         """The table's latest ``metaData`` action (its schema, partitioning and ``configuration``): from the commits
         after the latest checkpoint, newest first, else from the checkpoint."""

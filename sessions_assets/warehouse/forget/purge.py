@@ -59,7 +59,7 @@ def quotes_strings(log: DeltaLog, table: Table) -> bool:
     import pyarrow.parquet as pq
 
     allowed, fs = set(table.stats_columns), log.storage.fs
-    for path in fs.ls(log.path, detail=False):
+    for path in log.files():
         name = path.rsplit("/", 1)[-1]
         if name.endswith((".json", ".crc")) and name[:20].isdigit() and not name.startswith("."):
             if any(_quotes(a.get("stats"), allowed) for a in _add_actions(fs.cat_file(path).decode())):
@@ -85,9 +85,5 @@ def truncate_log(wh: Warehouse, table: Table) -> None:
     at = log.version()
     if log.last_checkpoint() != at:
         raise ForgetError(f"{table.name}: Delta wrote no checkpoint at version {at}; its log was left whole")
-    fs = wh.storage.fs
-    for path in fs.ls(log.path, detail=False):
-        name = path.rsplit("/", 1)[-1].lstrip(".")
-        if name[:20].isdigit() and int(name[:20]) < at:
-            fs.rm(path)
+    log.remove_before(at)
     wh.unset_properties(table, [CHECKPOINT_INTERVAL], note)
