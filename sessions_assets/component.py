@@ -145,13 +145,13 @@ class SessionsComponent(dg.Component, dg.Resolvable):
     forget_key_file: Annotated[str | None, _attribute("forget_key_file")] = None
     forget_purge_hours: Annotated[int | None, _attribute("forget_purge_hours")] = None
 
-    def settings(self) -> Settings:
-        """The instance's settings: the attributes given, each other from its variable, else its default
-        (``SettingsError`` naming the attribute, or the variable, and the rule)."""
+    def settings(self, **given: Any) -> Settings:
+        """The instance's settings: ``given``, then the attributes given, each other from its variable, else its
+        default (``SettingsError`` naming the attribute, or the variable, and the rule)."""
         unset = [(name, f"{value.template} is not set", False) for name, value in self._attributes() if _unset(value)]
         if unset:
             raise SettingsError(unset)
-        return Settings.from_env(**dict(self._attributes()))
+        return Settings.from_env(**{**dict(self._attributes()), **given})
 
     def _attributes(self):
         for name in Settings.model_fields:
@@ -170,7 +170,7 @@ class SessionsComponent(dg.Component, dg.Resolvable):
             settings = self.settings()
             return build(settings, self.key_prefix, self.spark_remote, self.spark_conf)
         except SettingsError as error:
-            raise SessionsComponentError(f"{where}: {_said(error)}") from None
+            raise SessionsComponentError(f"{where}: {said(error)}") from None
 
     def _problems(self, context: dg.ComponentLoadContext) -> list[str]:
         """What is wrong with the attributes, each ``attributes.<name>: <rule>``; settings are checked apart."""
@@ -229,5 +229,7 @@ def _unset(value: Any) -> bool:
     return isinstance(value, Unset)
 
 
-def _said(error: SettingsError) -> str:
+def said(error: SettingsError) -> str:
+    """A settings error as a ``defs.yaml`` reader needs it: each attribute (or the variable it came from) and its
+    rule."""
     return "; ".join(f"{variable(f) if env else 'attributes.' + f}: {m}" for f, m, env in error.problems)

@@ -15,7 +15,8 @@ keep the tables compact.
 
 Runs are recorded in the Dagster instance at ``$DAGSTER_HOME`` (default ``DIR/dagster_home``), so the UI
 shows them and a second ``run`` finds nothing to do. ``--key-prefix``: the instance's, when a code location holds
-it under one (a ``SessionsComponent``'s ``key_prefix``). Errors a user can cause are one line, exit 2.
+it under one (a ``SessionsComponent``'s ``key_prefix``); the ``defs.yaml`` under the working folder that declares it
+gives its attributes. Errors a user can cause are one line, exit 2.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import os
 import sys
 import time
 from datetime import date
+from pathlib import Path
 
 from sessions_assets.settings import KEY_PREFIX, SettingsError
 from sessions_assets.warehouse.storage import LayoutError
@@ -33,7 +35,39 @@ from sessions_assets.warehouse.storage import LayoutError
 def _settings(args: argparse.Namespace):
     from sessions_assets.settings import Settings
 
+    if args.declared is not None:
+        return args.declared.settings(data_root=args.data_root)
     return Settings.from_env(data_root=args.data_root)
+
+
+def _declare(args: argparse.Namespace) -> None:
+    """With ``--key-prefix``, the instance a ``defs.yaml`` under the working folder declares (``declared.py``):
+    its attributes are the command's settings and Spark, a ``--data-root`` given over them."""
+    args.declared = None
+    if getattr(args, "key_prefix", ""):
+        from sessions_assets.cli.declared import DeclaredError, declared, settings_of
+
+        try:
+            found = declared(args.key_prefix, Path.cwd())
+            if found is not None:
+                given = {} if args.data_root is None else {"data_root": args.data_root}
+                args.data_root = settings_of(*found, **given).data_root
+                path, args.declared = found
+                print(f"Instance {args.key_prefix!r}, as {path} declares it")
+        except DeclaredError as error:
+            raise SystemExit(f"sessions-assets: {error}") from None
+    if getattr(args, "data_root", "") is None:  # not given, nor declared
+        args.data_root = os.environ.get("SESSIONS_DATA_ROOT", "data")
+
+
+def _runner(instance, args: argparse.Namespace, settings=None):
+    """The jobs of the command's instance, run in this process (``runner.py``)."""
+    from sessions_assets.cli.runner import Runner
+
+    spark = {}
+    if args.declared is not None:
+        spark = {"remote": args.declared.spark_remote, "spark_conf": args.declared.spark_conf}
+    return Runner(instance, settings or _settings(args), args.key_prefix, **spark)
 
 
 def _bounds(args: argparse.Namespace):
@@ -123,12 +157,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"Nothing to do: every received day under {storage.landing} is processed.")
         return 0
     from sessions_assets.cli.instance import open_instance
-    from sessions_assets.cli.runner import RunFailed, Runner
+    from sessions_assets.cli.runner import RunFailed
 
     if spans or refresh is not None:
         print(f"{len(arrivals.due)} received day(s) to ingest and refresh in {len(spans) or 1} run(s)", flush=True)
     with open_instance(args.data_root) as instance:
-        runner = Runner.on(instance, _settings(args), args.key_prefix)
+        runner = _runner(instance, args)
         try:
             for first, last in spans:
                 step = runner.ingest_and_refresh(first, last)
@@ -198,7 +232,7 @@ def status(args: argparse.Namespace) -> int:
 
 def repair(args: argparse.Namespace) -> int:
     from sessions_assets.cli.instance import open_instance
-    from sessions_assets.cli.runner import RunFailed, Runner
+    from sessions_assets.cli.runner import RunFailed
     from sessions_assets.warehouse.refresh import steps
 
     tables = set(args.tables.split(",")) if args.tables else set(steps.NAMES)
@@ -207,7 +241,7 @@ def repair(args: argparse.Namespace) -> int:
     first, last = args.first, args.last or args.first
     _storage(args, landing=False)
     with open_instance(args.data_root) as instance:
-        runner = Runner.on(instance, _settings(args), args.key_prefix)
+        runner = _runner(instance, args)
         try:
             print(_refresh_line(runner.repair(first, last, tables).metadata))
         except RunFailed as failure:
@@ -218,7 +252,7 @@ def repair(args: argparse.Namespace) -> int:
 
 def reingest(args: argparse.Namespace) -> int:
     from sessions_assets.cli.instance import open_instance
-    from sessions_assets.cli.runner import RunFailed, Runner
+    from sessions_assets.cli.runner import RunFailed
     from sessions_assets.graph import planning
     from sessions_assets.warehouse import ledger, pending
 
@@ -238,7 +272,7 @@ def reingest(args: argparse.Namespace) -> int:
     source = "every file of their folders" if args.folders else "their stored lines"
     print(f"{len(days)} received day(s) to ingest again from {source} in {len(spans)} run(s)", flush=True)
     with open_instance(args.data_root) as instance:
-        runner = Runner.on(instance, settings, args.key_prefix)
+        runner = _runner(instance, args, settings)
         try:
             for first, last in spans:
                 print("\n".join(_ingest_lines(runner.reingest(first, last, args.folders).metadata)), flush=True)
@@ -253,11 +287,11 @@ def reingest(args: argparse.Namespace) -> int:
 
 def maintain(args: argparse.Namespace) -> int:
     from sessions_assets.cli.instance import open_instance
-    from sessions_assets.cli.runner import RunFailed, Runner
+    from sessions_assets.cli.runner import RunFailed
 
     _storage(args, landing=False)
     with open_instance(args.data_root) as instance:
-        runner = Runner.on(instance, _settings(args), args.key_prefix)
+        runner = _runner(instance, args)
         try:
             runner.maintain(args.retain_hours)
         except RunFailed as failure:
@@ -292,7 +326,7 @@ def _forget_lines(summary: dict) -> str:
 
 def forget(args: argparse.Namespace) -> int:
     from sessions_assets.cli.instance import open_instance
-    from sessions_assets.cli.runner import RunFailed, Runner
+    from sessions_assets.cli.runner import RunFailed
     from sessions_assets.warehouse import journal
 
     settings = _settings(args)
@@ -308,7 +342,7 @@ def forget(args: argparse.Namespace) -> int:
         print("\n".join(hashes))
         return 0
     with open_instance(args.data_root) as instance:
-        runner = Runner.on(instance, settings, args.key_prefix)
+        runner = _runner(instance, args, settings)
         try:
             step = runner.forget(hashes, "rewrite" if args.purge_landing else "list")
         except RunFailed as failure:
@@ -383,7 +417,11 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = _Parser(prog="sessions-assets", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    root = {"default": os.environ.get("SESSIONS_DATA_ROOT", "data"), "help": "the data root (SESSIONS_DATA_ROOT)"}
+    root = {
+        "default": None,
+        "help": "the data root (default: the data_root of the instance --key-prefix names in a defs.yaml under the "
+        "working folder, else SESSIONS_DATA_ROOT, else data)",
+    }
     prefix = {"default": "", "type": _prefix, "help": "the instance's key prefix, when its code location gives it one"}
     gen = sub.add_parser("generate", help="write a realistic sample landing zone")
     gen.add_argument("--data-root", **root)
@@ -465,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.set_defaults(func=spark_server)
     try:
         args = parser.parse_args(argv)
+        _declare(args)
         return args.func(args)
     except SettingsError as error:
         print(f"sessions-assets: a SESSIONS_* setting is not valid: {error}", file=sys.stderr)

@@ -36,13 +36,19 @@ class Step:
 
 class Runner:
     """The jobs of the instance of ``settings`` (a data root and the rules) named by ``key_prefix``, run in-process
-    against ``instance``; Spark from ``SPARK_*``, attached to ``remote`` (default ``SPARK_REMOTE``)."""
+    against ``instance``; Spark from ``SPARK_*`` with ``spark_conf`` over them, attached to ``remote`` (default
+    ``SPARK_REMOTE``)."""
 
     def __init__(
-        self, instance: dg.DagsterInstance, settings: Settings, key_prefix: str = "", remote: str | None = None
+        self,
+        instance: dg.DagsterInstance,
+        settings: Settings,
+        key_prefix: str = "",
+        remote: str | dg.EnvVar | None = None,
+        spark_conf: dict[str, str] | None = None,
     ):
         self.instance, self.settings = instance, settings
-        self.defs = build(settings, key_prefix, spark_remote=remote)
+        self.defs = build(settings, key_prefix, spark_remote=remote, spark_conf=spark_conf)
         self.names = names_of(settings, key_prefix)
         self.calendars = calendars(settings)
         self.storage = Storage.of(settings)

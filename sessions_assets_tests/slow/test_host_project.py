@@ -234,9 +234,11 @@ def test_a_host_project_runs_two_instances_side_by_side(tmp_path, spark):
                 at = log.commit_info(version)["timestamp"] / 1000
                 assert any(start <= at <= end for start, end in windows), (prefix, table.name, version, at)
 
-    # The installed command line on the same Dagster instance, told an instance's key prefix, finds nothing to do.
+    # The installed command line on the same Dagster instance, told an instance's key prefix, reads that instance's
+    # attributes from its defs.yaml (its data root from the environment, its layout and time zone) and finds nothing
+    # to do.
     for prefix in PREFIXES:
-        args = ["status", "--data-root", str(data[prefix]), "--key-prefix", prefix]
+        args = ["status", "--key-prefix", prefix]
         status = subprocess.run(
             [str(bin_dir / "sessions-assets"), *args],
             cwd=root,
@@ -244,6 +246,7 @@ def test_a_host_project_runs_two_instances_side_by_side(tmp_path, spark):
             capture_output=True,
             text=True,
         )
+        assert f"as {files[prefix]} declares it" in status.stdout, status
         assert "received days to ingest: none" in status.stdout and "refresh due: no" in status.stdout, status
 
 
