@@ -65,15 +65,6 @@ def _results(context: dg.AssetExecutionContext, done: Outcome, calendar: dg.Dail
 
 # Which partitions of an input a partition reads (``steps.Span``), as Dagster maps them.
 MAPPINGS = {Span.ANY_RECEIVED_DAY: ANY_RECEIVED_DAY, Span.SAME_DAY: SAME_DAY, Span.NEIGHBOURS: SESSION_NEIGHBOURS}
-DESCRIPTIONS = {
-    "events": "Accepted events by event day, one row per ``messageId``: the first-received copy, wherever it landed.",
-    "sessions": "Sessions by start day (a gap and a cap from the pipeline's settings), numbered per user, with landing "
-    "page, source, channel group, device, bot flag, conversions and revenue: only the chains that changed are "
-    "recomputed.",
-    "users": "One row per person: its userId, first and last seen, sessions, events, anonymous ids and first touch. "
-    "Only the persons whose sessions or events changed are recomputed (``rebuild``: all of them).",
-    "daily_snapshot": "Users on hand per lifecycle state at the end of each day, up to the latest received day.",
-}
 
 
 def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
@@ -97,7 +88,7 @@ def definitions(names: Names, calendars: Calendars) -> dg.Definitions:
         @dg.asset(
             key=key(step.name),
             deps=[dg.AssetDep(key(i.table.name), partition_mapping=MAPPINGS[i.span]) for i in step.inputs],
-            description=DESCRIPTIONS[step.name],
+            description=step.description,
             partitions_def=calendar,
             backfill_policy=SINGLE_RUN,
             group_name=names.of("sessions"),

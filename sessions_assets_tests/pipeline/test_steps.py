@@ -37,6 +37,7 @@ def test_the_asset_graph_is_the_registrys_steps_with_their_inputs(tmp_path):
         for key in [dg.AssetKey(name)]
     }
     assert lineage == LINEAGE
+    assert {s.name: graph.get(dg.AssetKey(s.name)).description for s in STEPS} == {s.name: s.description for s in STEPS}
 
 
 def test_every_table_a_step_absorbs_is_brought_up_to_date_before_it_is_read():

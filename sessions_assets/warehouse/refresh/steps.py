@@ -66,13 +66,15 @@ class Input:
 @dataclass(frozen=True)
 class Step:
     """One derived table: the assets it depends on, the tables whose logs it absorbs (its positions in the
-    ``ledger``), its refresh, and the internal tables it keeps, each with the table whose log it absorbs."""
+    ``ledger``), its refresh, what a repair recomputes, what the table holds (its asset's description), and the
+    internal tables it keeps, each with the table whose log it absorbs."""
 
     table: Table
     inputs: tuple[Input, ...]
     absorbs: tuple[Table, ...]
     refresh: Callable[[Warehouse, Settings, tuple[date, date] | None], Outcome]
     reach: Reach
+    description: str
     kept: tuple[tuple[Table, Table], ...] = ()
     changed: Callable[[Outcome], int] = lambda outcome: sum(outcome.days.values())  # rows changed, for a summary
 
@@ -92,15 +94,27 @@ STEPS = (
         (RAW_EVENTS,),
         refresh_events,
         Reach.DAYS,
+        "Accepted events by event day, one row per ``messageId``: the first-received copy, wherever it landed.",
         kept=((IDENTITIES, EVENTS),),  # read, then caught up with the events the step wrote
     ),
-    Step(SESSIONS, (Input(EVENTS, Span.NEIGHBOURS),), (EVENTS,), refresh_sessions, Reach.DAYS),
+    Step(
+        SESSIONS,
+        (Input(EVENTS, Span.NEIGHBOURS),),
+        (EVENTS,),
+        refresh_sessions,
+        Reach.DAYS,
+        "Sessions by start day (a gap and a cap from the pipeline's settings), numbered per user, with landing "
+        "page, source, channel group, device, bot flag, conversions and revenue: only the chains that changed are "
+        "recomputed.",
+    ),
     Step(
         USERS,
         (Input(SESSIONS, Span.SAME_DAY), Input(EVENTS, Span.SAME_DAY)),
         (SESSIONS, EVENTS),
         lambda wh, settings, days: refresh_users(wh, repair=days is not None),
         Reach.EVERY_ROW,
+        "One row per person: its userId, first and last seen, sessions, events, anonymous ids and first touch. "
+        "Only the persons whose sessions or events changed are recomputed (``rebuild``: all of them).",
         changed=_persons,
     ),
     Step(
@@ -110,6 +124,7 @@ STEPS = (
         (LIFECYCLE, RECEIVED_DAYS),
         lambda wh, settings, days: refresh_snapshot(wh, settings, repair=days is not None),
         Reach.EVERY_ROW,
+        "Users on hand per lifecycle state at the end of each day, up to the latest received day.",
         kept=((LIFECYCLE, SESSIONS),),
     ),
 )
