@@ -20,9 +20,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from sessions_assets.warehouse.layouts import CHOICES as LAYOUTS  # the landing layouts by name, and auto
+
 ENV_PREFIX = "SESSIONS_"
-# The landing layouts by name, and auto (``warehouse/layouts.py`` has one class per name).
-LAYOUTS = ("auto", "received_date", "segment")
 # What an instance's key prefix may be (``graph/names.py``): a name, as Dagster's names are.
 KEY_PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 

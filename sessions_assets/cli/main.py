@@ -29,6 +29,7 @@ from datetime import date
 from pathlib import Path
 
 from sessions_assets.settings import KEY_PREFIX, SettingsError
+from sessions_assets.warehouse.layouts import LAYOUTS
 from sessions_assets.warehouse.storage import LayoutError
 
 
@@ -430,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     gen.add_argument("--seed", type=int, default=7)
     gen.add_argument(
         "--layout",
-        choices=("received_date", "segment"),
+        choices=tuple(LAYOUTS),
         default="received_date",
         help="received_date=YYYY-MM-DD/ folders, or Segment's S3 destination (segment-logs/<source>/<day in ms>/)",
     )

@@ -141,8 +141,13 @@ def test_a_variable_fills_an_attribute_left_out_and_a_bad_one_is_named(tmp_path,
     assert said == f"{path / 'defs.yaml'}: SESSIONS_SESSION_GAP_MINUTES: Input should be greater than 0", said
 
 
-def test_the_settings_take_every_layout_the_warehouse_reads():
-    assert Settings.model_fields["landing_layout"].default in layouts.CHOICES
-    from sessions_assets.settings import LAYOUTS
+def test_the_settings_and_the_sample_writer_take_every_layout_the_warehouse_reads(capsys):
+    from sessions_assets.cli.main import main
 
-    assert LAYOUTS == layouts.CHOICES
+    assert Settings.model_fields["landing_layout"].default in layouts.CHOICES
+    assert all(Settings(landing_layout=name).landing_layout == name for name in layouts.CHOICES)
+    with pytest.raises(ValueError, match="takes auto, received_date, segment"):
+        Settings(landing_layout="hourly")
+    with pytest.raises(SystemExit):
+        main(["generate", "--help"])
+    assert "{received_date,segment}" in capsys.readouterr().out
