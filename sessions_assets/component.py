@@ -148,10 +148,11 @@ class SessionsComponent(dg.Component, dg.Resolvable):
     def settings(self, **given: Any) -> Settings:
         """The instance's settings: ``given``, then the attributes given, each other from its variable, else its
         default (``SettingsError`` naming the attribute, or the variable, and the rule)."""
-        unset = [(name, f"{value.template} is not set", False) for name, value in self._attributes() if _unset(value)]
+        attributes = {name: value for name, value in self._attributes() if name not in given}
+        unset = [(name, f"{value.template} is not set", False) for name, value in attributes.items() if _unset(value)]
         if unset:
             raise SettingsError(unset)
-        return Settings.from_env(**{**dict(self._attributes()), **given})
+        return Settings.from_env(**attributes, **given)
 
     def _attributes(self):
         for name in Settings.model_fields:

@@ -13,14 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
+from pydantic import ValidationError
 
 from sessions_assets.component import SessionsComponent, said
 from sessions_assets.settings import Settings, SettingsError
 
 # How a defs.yaml names the component (the package exports it; the module path works too).
 TYPES = ("sessions_assets.SessionsComponent", "sessions_assets.component.SessionsComponent")
-# Folders no code location's definitions are in.
-SKIPPED = ("node_modules", "__pycache__", "site-packages", "dagster_home")
+# Folders no code location's definitions are in (a local data root's among them).
+SKIPPED = ("node_modules", "__pycache__", "site-packages", "dagster_home", "landing", "warehouse")
 
 
 class DeclaredError(ValueError):
@@ -31,6 +32,8 @@ def defs_files(root: Path) -> Iterator[Path]:
     """Every ``defs.yaml`` under ``root``, hidden folders (a virtual environment, ``.git``) and ``SKIPPED`` left
     out."""
     for folder, subfolders, files in os.walk(root):
+        if "_delta_log" in subfolders:  # a Delta table
+            subfolders[:] = []
         subfolders[:] = sorted(d for d in subfolders if not d.startswith(".") and d not in SKIPPED)
         if "defs.yaml" in files:
             yield Path(folder) / "defs.yaml"
@@ -49,7 +52,12 @@ def declared(key_prefix: str, root: Path) -> tuple[Path, SessionsComponent] | No
             if not isinstance(document, dict) or document.get("type") not in TYPES:
                 continue
             attributes = document.get("attributes") or {}
-            if isinstance(attributes, dict) and (attributes.get("key_prefix") or "") == key_prefix:
+            if not isinstance(attributes, dict):
+                continue
+            prefix = attributes.get("key_prefix") or ""
+            if isinstance(prefix, str) and "{{" in prefix:  # a template: the prefix it gives now
+                prefix = _resolved(path, {"key_prefix": prefix}).key_prefix
+            if prefix == key_prefix:
                 found.append((path, attributes))
     if not found:
         return None
@@ -57,11 +65,18 @@ def declared(key_prefix: str, root: Path) -> tuple[Path, SessionsComponent] | No
         paths = ", ".join(str(p) for p, _ in found)
         raise DeclaredError(f"key prefix {key_prefix!r} is declared in {len(found)} defs.yaml ({paths}): one per site")
     path, attributes = found[0]
+    return path, _resolved(path, attributes)
+
+
+def _resolved(path: Path, attributes: dict) -> SessionsComponent:
     try:
-        return path, SessionsComponent.resolve_from_dict(attributes)
-    except Exception as error:  # Dagster's resolution errors have no common class: its message, one line
-        said = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
-        raise DeclaredError(f"{path}: {said}") from None
+        return SessionsComponent.resolve_from_dict(attributes)
+    except ValidationError as error:  # an unknown attribute, a value of the wrong type
+        problems = (f"attributes.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        raise DeclaredError(f"{path}: {'; '.join(problems)}") from None
+    except Exception as error:  # a template Dagster cannot resolve: its message, on one line
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        raise DeclaredError(f"{path}: {' '.join(lines)[:400] or type(error).__name__}") from None
 
 
 def settings_of(path: Path, component: SessionsComponent, **given) -> Settings:

@@ -44,7 +44,7 @@ def _settings(args: argparse.Namespace):
 def _declare(args: argparse.Namespace) -> None:
     """With ``--key-prefix``, the instance a ``defs.yaml`` under the working folder declares (``declared.py``):
     its attributes are the command's settings and Spark, a ``--data-root`` given over them."""
-    args.declared = None
+    args.declared = args.declared_in = None
     if getattr(args, "key_prefix", ""):
         from sessions_assets.cli.declared import DeclaredError, declared, settings_of
 
@@ -53,8 +53,8 @@ def _declare(args: argparse.Namespace) -> None:
             if found is not None:
                 given = {} if args.data_root is None else {"data_root": args.data_root}
                 args.data_root = settings_of(*found, **given).data_root
-                path, args.declared = found
-                print(f"Instance {args.key_prefix!r}, as {path} declares it")
+                args.declared_in, args.declared = found
+                print(f"Instance {args.key_prefix!r}, as {args.declared_in} declares it", file=sys.stderr)
         except DeclaredError as error:
             raise SystemExit(f"sessions-assets: {error}") from None
     if getattr(args, "data_root", "") is None:  # not given, nor declared
@@ -83,7 +83,8 @@ def _storage(args: argparse.Namespace, landing: bool = True):
 
     storage = Storage.of(_settings(args))
     if not storage.root_exists():
-        raise SystemExit(f"sessions-assets: no data root at {storage.root} (give --data-root or SESSIONS_DATA_ROOT)")
+        where = f"data_root in {args.declared_in}" if args.declared_in else "SESSIONS_DATA_ROOT"
+        raise SystemExit(f"sessions-assets: no data root at {storage.root} (give --data-root or {where})")
     if landing and not storage.landing_exists():
         raise SystemExit(
             f"sessions-assets: no landing zone at {storage.landing} (received days go in "

@@ -39,6 +39,27 @@ def test_a_key_prefix_finds_the_instance_its_defs_yaml_declares(host):
     assert declared("shop", host) is None
 
 
+def test_a_key_prefix_written_as_a_template_and_a_data_root_given_over_an_unset_one(host, monkeypatch):
+    monkeypatch.setenv("SHOP_PREFIX", "shop")
+    path = write_defs(
+        host / "defs" / "shop", '  key_prefix: "{{ env.SHOP_PREFIX }}"\n  data_root: "{{ env.NOWHERE }}"\n'
+    )
+    found = declared("shop", host)
+    assert found is not None and found[0] == path
+    with pytest.raises(DeclaredError, match="attributes.data_root: {{ env.NOWHERE }} is not set"):
+        settings_of(*found)
+    assert settings_of(*found, data_root="given").data_root == "given"
+
+
+def test_an_unknown_attribute_is_named_in_one_line(host):
+    app = host / "src" / "host" / "defs" / "app" / "defs.yaml"
+    app.write_text(app.read_text() + "  session_gap: 45\n")
+    with pytest.raises(DeclaredError) as stopped:
+        declared("app", host)
+    said = str(stopped.value)
+    assert said.startswith(f"{app}: attributes.session_gap") and "\n" not in said, said
+
+
 def test_a_key_prefix_declared_twice_stops_in_one_line_naming_both_files(host):
     write_defs(host / "src" / "host" / "defs" / "web_copy", "  key_prefix: web\n")
     with pytest.raises(DeclaredError) as stopped:
@@ -55,12 +76,12 @@ def test_the_command_line_runs_with_the_declared_data_root_and_says_a_wrong_attr
     monkeypatch.delenv("SESSIONS_DATA_ROOT", raising=False)
     assert main(["status", "--key-prefix", "app"]) == 2  # no data root there yet: the declared one is named
     said = capsys.readouterr()
-    assert "as src/host/defs/app/defs.yaml declares it" in said.out.replace(str(host) + "/", "")
-    stopped = said.err.strip()
-    assert stopped.startswith("sessions-assets: no data root at ") and "\n" not in stopped
-    assert stopped.endswith(f"{host / 'app-data'} (give --data-root or SESSIONS_DATA_ROOT)"), stopped
-
+    assert "as src/host/defs/app/defs.yaml declares it" in said.err.replace(str(host) + "/", "")
+    stopped = said.err.strip().splitlines()[-1]
     app = host / "src" / "host" / "defs" / "app" / "defs.yaml"
+    assert stopped.startswith("sessions-assets: no data root at ")
+    assert stopped.endswith(f"{host / 'app-data'} (give --data-root or data_root in {app})"), stopped
+
     app.write_text(app.read_text() + "  session_gap_minutes: often\n")
     assert main(["status", "--key-prefix", "app"]) == 2
     err = capsys.readouterr().err.strip()

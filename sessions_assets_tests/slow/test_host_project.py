@@ -246,7 +246,7 @@ def test_a_host_project_runs_two_instances_side_by_side(tmp_path, spark):
             capture_output=True,
             text=True,
         )
-        assert f"as {files[prefix]} declares it" in status.stdout, status
+        assert f"as {files[prefix]} declares it" in status.stderr, status
         assert "received days to ingest: none" in status.stdout and "refresh due: no" in status.stdout, status
 
 
