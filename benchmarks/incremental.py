@@ -177,7 +177,7 @@ def dagster(root: Path) -> tuple[dg.DagsterInstance, Runner]:
     """The Dagster instance kept in the data root, and a Runner on it with the project's resources."""
     (root / "dagster_home").mkdir(exist_ok=True)
     inst = dg.DagsterInstance.from_config(str(root / "dagster_home"))
-    return inst, Runner.on(inst, Settings.from_env(data_root=str(root)))
+    return inst, Runner(inst, Settings.from_env(data_root=str(root)))
 
 
 def delta_writes(wh: Warehouse, before: dict[str, int]) -> dict[str, dict[str, int]]:

@@ -53,10 +53,6 @@ class Runner:
         self.calendars = calendars(settings)
         self.storage = Storage.of(settings)
 
-    @classmethod
-    def on(cls, instance: dg.DagsterInstance, settings: Settings, key_prefix: str = "") -> Runner:
-        return cls(instance, settings, key_prefix)
-
     @property
     def resources(self) -> dict:
         """The instance's resources, by key."""

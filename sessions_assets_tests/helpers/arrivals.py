@@ -21,7 +21,7 @@ def running(root: Path, **settings) -> Iterator:
     from sessions_assets.settings import Settings
 
     with dg.DagsterInstance.ephemeral() as instance:
-        yield Runner.on(instance, Settings(data_root=str(root), **settings))
+        yield Runner(instance, Settings(data_root=str(root), **settings))
 
 
 def arrive_in_steps(spark, root: Path, steps: list[dict[date, list[str]]], **settings):

@@ -60,7 +60,7 @@ def test_a_snapshot_repair_recounts_every_day_with_new_lifecycle_settings(operat
 
     runner, root = operated
     stricter = Settings(data_root=str(root), lapsing_days=1, dormant_days=2)
-    Runner.on(runner.instance, stricter).repair(D1, D4, {"daily_snapshot"})
+    Runner(runner.instance, stricter).repair(D1, D4, {"daily_snapshot"})
 
     oracle = reference.recompute(landing_lines(root), reference.Settings(lapsing_days=1, dormant_days=2))
     assert_tables_match_oracle(_warehouse(runner), root, oracle)

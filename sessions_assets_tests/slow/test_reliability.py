@@ -124,7 +124,7 @@ def test_hidden_files_are_reported_unread_and_a_folder_that_is_no_received_day_b
     (root / "dagster_home").mkdir()
 
     with dg.DagsterInstance.from_config(str(root / "dagster_home")) as instance:
-        runs, refreshed = Runner.on(instance, Settings(data_root=str(root))).process()
+        runs, refreshed = Runner(instance, Settings(data_root=str(root))).process()
 
     assert len(runs) == 1 and refreshed is not None  # both days in one run, which also refreshes
     files = {f.pop("file"): f for f in runs[0].metadata["raw_events"]["files"] if f.pop("received_day") == str(D1)}
