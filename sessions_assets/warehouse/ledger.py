@@ -282,7 +282,8 @@ _MERGE_REMOVES = (
 def only_added(wh: Warehouse, at: Position) -> bool:
     """Whether every commit of the input since ``at.absorbed`` only added rows, known from its metrics without
     reading data: an append, or a ``MERGE`` that inserted and did nothing else. Its change feed then holds
-    inserts alone: nothing to net against rows taken out, and no stored row replaced."""
+    inserts alone: nothing to net against rows taken out, and no stored row replaced. For a feed ``unabsorbed``
+    returned: a version the log no longer holds is then one that changed no row (``first_unabsorbed``)."""
     log = wh.log(at.source)
     for version in log.versions():
         if not at.absorbed < version <= at.latest:

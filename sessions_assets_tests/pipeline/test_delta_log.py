@@ -86,12 +86,13 @@ def test_a_process_that_read_the_received_days_without_spark_exits_cleanly(wareh
 
 def test_a_feed_is_known_to_hold_inserts_alone_exactly_when_its_change_feed_does(warehouse, spark):
     """``ledger.only_added`` decides from the commits' metrics what the change feed would say: appends and a
-    ``MERGE`` that only inserts add rows alone; an overwrite, an update or a delete do not."""
+    ``MERGE`` that only inserts add rows alone, a compaction between changes nothing; an overwrite, an update or a
+    delete (with deletion vectors, as ``events`` and ``sessions`` keep them) do not."""
     from sessions_assets.warehouse.delta import Merge
     from sessions_assets.warehouse.ledger import Position, only_added
-    from sessions_assets.warehouse.tables import CHANGE_FEED
+    from sessions_assets.warehouse.tables import CHANGE_FEED, DELETION_VECTORS
 
-    table = replace(PARTITION_MAP, properties=(CHANGE_FEED,))
+    table = replace(PARTITION_MAP, properties=(CHANGE_FEED, DELETION_VECTORS))
     on = "t.received_date = s.received_date AND t.event_date = s.event_date"
     day = date(2024, 3, 1)
 
@@ -104,6 +105,7 @@ def test_a_feed_is_known_to_hold_inserts_alone_exactly_when_its_change_feed_does
         "a merge that inserts": lambda: warehouse.merge(
             table, rows((3, 1), (1, 1)), Merge(on).when_not_matched_insert(table.columns)
         ),
+        "a compaction and an append": lambda: (warehouse.compact(table), warehouse.append(table, rows((4, 1)))),
         "a merge that updates": lambda: warehouse.merge(
             table, rows((1, 5)), Merge(on).when_matched_update(table.columns).when_not_matched_insert(table.columns)
         ),
@@ -124,6 +126,7 @@ def test_a_feed_is_known_to_hold_inserts_alone_exactly_when_its_change_feed_does
     assert decided == {
         "an append": True,
         "a merge that inserts": True,
+        "a compaction and an append": True,
         "a merge that updates": False,
         "a merge that deletes": False,
         "an overwrite": False,
