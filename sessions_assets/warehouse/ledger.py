@@ -269,34 +269,43 @@ def first_unabsorbed(log: DeltaLog, versions: list[int], absorbed: int) -> int |
     return versions[0] if quiet is not None and quiet <= absorbed < versions[0] else None
 
 
-# A MERGE's metrics that say it changed or took out stored rows: without them it only inserted.
-_MERGE_REMOVES = (
+# A commit's metrics that say it took rows out or changed them in place: files removed (a day replaced), deletion
+# vectors written, rows a ``MERGE`` updated or deleted.
+_TAKES_OUT = (
+    "numRemovedFiles",
+    "numDeletedRows",
+    "numDeletionVectorsAdded",
+    "numDeletionVectorsUpdated",
     "numTargetRowsUpdated",
     "numTargetRowsDeleted",
     "numTargetFilesRemoved",
     "numTargetDeletionVectorsAdded",
     "numTargetDeletionVectorsUpdated",
 )
+# The metric an overwriting write or a MERGE reports: without it, the commit is not judged to have only added.
+_REPORTED = {"WRITE": "numRemovedFiles", "MERGE": "numTargetRowsInserted"}
+
+
+def only_adds(info: dict) -> bool:
+    """Whether a commit (its ``commit_info``) only added rows, known from its metrics without reading data: an
+    append, a write that replaced nothing (a new received day), a ``MERGE`` that only inserted. Any other operation
+    may have taken rows out."""
+    operation, metrics = info.get("operation"), info.get("operationMetrics", {})
+    if operation == "WRITE" and info.get("operationParameters", {}).get("mode") == "Append":
+        return True
+    if _REPORTED.get(operation) not in metrics:
+        return False
+    return not any(int(metrics.get(m, 0)) for m in _TAKES_OUT)
 
 
 def only_added(wh: Warehouse, at: Position) -> bool:
-    """Whether every commit of the input since ``at.absorbed`` only added rows, known from its metrics without
-    reading data: an append, or a ``MERGE`` that inserted and did nothing else. Its change feed then holds
-    inserts alone: nothing to net against rows taken out, and no stored row replaced. For a feed ``unabsorbed``
-    returned: a version the log no longer holds is then one that changed no row (``first_unabsorbed``)."""
+    """Whether every commit of the input since ``at.absorbed`` only added rows (``only_adds``; compactions and
+    property commits change none). Its change feed then holds inserts alone: nothing to net against rows taken
+    out, and no stored row replaced. For a feed ``unabsorbed`` returned: a version the log no longer holds is then
+    one that changed no row (``first_unabsorbed``)."""
     log = wh.log(at.source)
-    for version in log.versions():
-        if not at.absorbed < version <= at.latest:
-            continue
-        info = log.commit_info(version)
-        operation, metrics = info.get("operation"), info.get("operationMetrics", {})
-        if operation in NO_DATA_CHANGE:
-            continue
-        appended = operation == "WRITE" and info.get("operationParameters", {}).get("mode") == "Append"
-        inserted = operation == "MERGE" and "numTargetRowsInserted" in metrics
-        if not (appended or (inserted and not any(int(metrics.get(m, 0)) for m in _MERGE_REMOVES))):
-            return False
-    return True
+    commits = (log.commit_info(v) for v in log.versions() if at.absorbed < v <= at.latest)
+    return all(only_adds(info) for info in commits if info.get("operation") not in NO_DATA_CHANGE)
 
 
 def unabsorbed(wh: Warehouse, at: Position) -> DataFrame | None:

@@ -86,18 +86,19 @@ def test_a_process_that_read_the_received_days_without_spark_exits_cleanly(wareh
 
 def test_a_feed_is_known_to_hold_inserts_alone_exactly_when_its_change_feed_does(warehouse, spark):
     """``ledger.only_added`` decides from the commits' metrics what the change feed would say: appends and a
-    ``MERGE`` that only inserts add rows alone, a compaction between changes nothing; an overwrite, an update or a
-    delete (with deletion vectors, as ``events`` and ``sessions`` keep them) do not."""
-    from sessions_assets.warehouse.delta import Merge
+    ``MERGE`` that only inserts add rows alone, and so does a day replaced where nothing was stored (a new received
+    day); a compaction between changes nothing; an overwrite, a day replaced where rows were, an update or a delete
+    (with deletion vectors, as ``events`` and ``sessions`` keep them) do not."""
+    from sessions_assets.warehouse.delta import Merge, on_days
     from sessions_assets.warehouse.ledger import Position, only_added
     from sessions_assets.warehouse.tables import CHANGE_FEED, DELETION_VECTORS
 
     table = replace(PARTITION_MAP, properties=(CHANGE_FEED, DELETION_VECTORS))
     on = "t.received_date = s.received_date AND t.event_date = s.event_date"
-    day = date(2024, 3, 1)
+    day, new_day = date(2024, 3, 1), date(2024, 3, 9)
 
-    def rows(*pairs):
-        return spark.createDataFrame([(day, date(2024, 3, d), n) for d, n in pairs], table.schema)
+    def rows(*pairs, received=day):
+        return spark.createDataFrame([(received, date(2024, 3, d), n) for d, n in pairs], table.schema)
 
     writes = {
         "first rows": lambda: warehouse.overwrite(table, rows((1, 1))),
@@ -110,6 +111,12 @@ def test_a_feed_is_known_to_hold_inserts_alone_exactly_when_its_change_feed_does
             table, rows((1, 5)), Merge(on).when_matched_update(table.columns).when_not_matched_insert(table.columns)
         ),
         "a merge that deletes": lambda: warehouse.merge(table, rows((2, 0)), Merge(on).when_matched_delete()),
+        "a new day replaced": lambda: warehouse.replace_where(
+            table, rows((9, 1), received=new_day), on_days("received_date", [new_day])
+        ),
+        "a stored day replaced": lambda: warehouse.replace_where(
+            table, rows((9, 2), received=new_day), on_days("received_date", [new_day])
+        ),
         "an overwrite": lambda: warehouse.overwrite(table, rows((1, 1))),
     }
     decided, fed = {}, {}
@@ -129,5 +136,7 @@ def test_a_feed_is_known_to_hold_inserts_alone_exactly_when_its_change_feed_does
         "a compaction and an append": True,
         "a merge that updates": False,
         "a merge that deletes": False,
+        "a new day replaced": True,
+        "a stored day replaced": False,
         "an overwrite": False,
     }

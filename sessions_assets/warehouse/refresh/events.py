@@ -40,7 +40,7 @@ def refresh_events(wh: Warehouse, settings: Settings, repair: tuple[date, date] 
     if feed is not None:
         ingested = _ingested(wh, at)
         with wh.broadcasts(sum(int(m.get("numOutputRows", 0)) for m in ingested)):
-            if any(_removes(m) for m in ingested):  # a received day re-ingested, other rows; or an erasure
+            if not ledger.only_added(wh, at):  # a received day re-ingested, other rows; or an erasure
                 change = _corrections(wh, feed.select("message_hash").distinct(), at.latest)
             else:
                 change = _arrivals(wh, feed.where(F.col("_change_type") == "insert").drop("_change_type"))
@@ -59,17 +59,11 @@ def refresh_events(wh: Warehouse, settings: Settings, repair: tuple[date, date] 
 
 
 def _ingested(wh: Warehouse, at: ledger.Position) -> list[dict[str, str]]:
-    """The ``operationMetrics`` of ``raw_events``' data commits since ``at.absorbed``: rows written and files
-    removed, known without reading any data."""
+    """The ``operationMetrics`` of ``raw_events``' data commits since ``at.absorbed``: the rows written, known
+    without reading any data."""
     log = wh.log(RAW_EVENTS)
     commits = (log.commit_info(v) for v in log.versions() if at.absorbed < v <= at.latest)
     return [c.get("operationMetrics", {}) for c in commits if c.get("operation") not in ledger.NO_DATA_CHANGE]
-
-
-def _removes(metrics: dict[str, str]) -> bool:
-    """Whether a commit took rows out of ``raw_events``: a received day replaced (its files removed), or lines
-    deleted by an erasure's ``MERGE``."""
-    return any(int(metrics.get(m, 0)) for m in ("numRemovedFiles", "numTargetFilesRemoved", "numTargetRowsDeleted"))
 
 
 # What the arrivals of new copies compare, and what stitching reads, of a stored row: no row is read whole.
