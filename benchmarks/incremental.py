@@ -404,6 +404,28 @@ def _row(case: dict, method: str) -> str:
     )
 
 
+def _server_bills(cases: list[dict]) -> list[str]:
+    """What each step of the incremental run cost the Spark Connect server, from its UI's REST API (the first timed
+    run of each case measured with ``--connect``): whether a step's work grows with the history shows here."""
+    measured = [c for c in cases if c["methods"]["incremental"].get("spark")]
+    if not measured:
+        return []
+    lines = [
+        "What each step of the incremental run cost the Spark Connect server (its UI's REST API, the first timed run):",
+        "SQL executions, jobs, bytes its tasks read from storage, shuffle they read, and their summed run time.",
+        "",
+        "| mode | H | events/day | step | SQL executions | jobs | read MB | shuffle MB | task s |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for case in measured:
+        for step, (sql, jobs, _, read, shuffle, task) in case["methods"]["incremental"]["spark"][0].items():
+            lines.append(
+                f"| {case['mode']} | {case['history']} | {case['events_per_day']:,} | {step} | {sql} | {jobs} "
+                f"| {read / 1e6:,.1f} | {shuffle / 1e6:,.1f} | {task:,.1f} |"
+            )
+    return [*lines, ""]
+
+
 def markdown(report: dict) -> str:
     cases = sorted(
         report["cases"].values(),
@@ -437,6 +459,7 @@ def markdown(report: dict) -> str:
             "|---|---|---:|---:|---|---:|---:|---:|" + "---:|" * len(DERIVED) + "---:|---:|---:|---:|---|---:|---|",
             *(_row(case, method) for case in cases for method in case["methods"]),
             "",
+            *_server_bills(cases),
             "Loading the history (not in the figures above): generating H + 1 days, one ingest run of the H days (a",
             "UI backfill's run), one refresh that builds every table.",
             "",
