@@ -269,8 +269,9 @@ def first_unabsorbed(log: DeltaLog, versions: list[int], absorbed: int) -> int |
     return versions[0] if quiet is not None and quiet <= absorbed < versions[0] else None
 
 
-# A commit's metrics that say it took rows out or changed them in place: files removed (a day replaced), deletion
-# vectors written, rows a ``MERGE`` updated or deleted.
+# A commit's metrics that say it took rows out or changed them in place: files removed (a day replaced), rows deleted
+# (a ``replaceWhere`` that marks part of a file with a deletion vector reports them here, as long as files carry row
+# counts: Delta's statistics, which the pipeline keeps on), rows a ``MERGE`` updated or deleted, its deletion vectors.
 _TAKES_OUT = (
     "numRemovedFiles",
     "numDeletedRows",
@@ -289,7 +290,7 @@ _REPORTED = {"WRITE": "numRemovedFiles", "MERGE": "numTargetRowsInserted"}
 def only_adds(info: dict) -> bool:
     """Whether a commit (its ``commit_info``) only added rows, known from its metrics without reading data: an
     append, a write that replaced nothing (a new received day), a ``MERGE`` that only inserted. Any other operation
-    may have taken rows out."""
+    may have taken rows out, compactions and property commits included: ``only_added`` passes over those."""
     operation, metrics = info.get("operation"), info.get("operationMetrics", {})
     if operation == "WRITE" and info.get("operationParameters", {}).get("mode") == "Append":
         return True

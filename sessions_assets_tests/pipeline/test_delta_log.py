@@ -87,8 +87,9 @@ def test_a_process_that_read_the_received_days_without_spark_exits_cleanly(wareh
 def test_a_feed_is_known_to_hold_inserts_alone_exactly_when_its_change_feed_does(warehouse, spark):
     """``ledger.only_added`` decides from the commits' metrics what the change feed would say: appends and a
     ``MERGE`` that only inserts add rows alone, and so does a day replaced where nothing was stored (a new received
-    day); a compaction between changes nothing; an overwrite, a day replaced where rows were, an update or a delete
-    (with deletion vectors, as ``events`` and ``sessions`` keep them) do not."""
+    day); a compaction between changes nothing; an overwrite, a day replaced where rows were (its own file, or part of
+    a file, marked by a deletion vector), an update or a delete (with deletion vectors, as ``events`` and
+    ``sessions`` keep them) do not."""
     from sessions_assets.warehouse.delta import Merge, on_days
     from sessions_assets.warehouse.ledger import Position, only_added
     from sessions_assets.warehouse.tables import CHANGE_FEED, DELETION_VECTORS
@@ -117,6 +118,10 @@ def test_a_feed_is_known_to_hold_inserts_alone_exactly_when_its_change_feed_does
         "a stored day replaced": lambda: warehouse.replace_where(
             table, rows((9, 2), received=new_day), on_days("received_date", [new_day])
         ),
+        "part of a file replaced": lambda: (  # rows 5 and 6 in one file; 5 replaced: a deletion vector marks it
+            warehouse.append(table, rows((5, 1), (6, 1))),
+            warehouse.replace_where(table, rows((5, 2)), f"received_date = DATE'{day}' AND event_date = '2024-03-05'"),
+        ),
         "an overwrite": lambda: warehouse.overwrite(table, rows((1, 1))),
     }
     decided, fed = {}, {}
@@ -138,5 +143,6 @@ def test_a_feed_is_known_to_hold_inserts_alone_exactly_when_its_change_feed_does
         "a merge that deletes": False,
         "a new day replaced": True,
         "a stored day replaced": False,
+        "part of a file replaced": False,
         "an overwrite": False,
     }

@@ -40,7 +40,7 @@ def refresh_events(wh: Warehouse, settings: Settings, repair: tuple[date, date] 
     if feed is not None:
         ingested = _ingested(wh, at)
         with wh.broadcasts(sum(int(m.get("numOutputRows", 0)) for m in ingested)):
-            if not ledger.only_added(wh, at):  # a received day re-ingested, other rows; or an erasure
+            if not ledger.only_added(wh, at):  # a day re-ingested with other rows, an erasure: anything but additions
                 change = _corrections(wh, feed.select("message_hash").distinct(), at.latest)
             else:
                 change = _arrivals(wh, feed.where(F.col("_change_type") == "insert").drop("_change_type"))
