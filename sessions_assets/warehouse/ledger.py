@@ -290,7 +290,7 @@ _REPORTED = {"WRITE": "numRemovedFiles", "MERGE": "numTargetRowsInserted"}
 def only_adds(info: dict) -> bool:
     """Whether a commit (its ``commit_info``) only added rows, known from its metrics without reading data: an
     append, a write that replaced nothing (a new received day), a ``MERGE`` that only inserted. Any other operation
-    may have taken rows out, compactions and property commits included: ``only_added`` passes over those."""
+    may have taken rows out, compactions and property commits included: ``data_commits`` leaves those out."""
     operation, metrics = info.get("operation"), info.get("operationMetrics", {})
     if operation == "WRITE" and info.get("operationParameters", {}).get("mode") == "Append":
         return True
@@ -299,14 +299,20 @@ def only_adds(info: dict) -> bool:
     return not any(int(metrics.get(m, 0)) for m in _TAKES_OUT)
 
 
-def only_added(wh: Warehouse, at: Position) -> bool:
-    """Whether every commit of the input since ``at.absorbed`` only added rows (``only_adds``; compactions and
-    property commits change none). Its change feed then holds inserts alone: nothing to net against rows taken
-    out, and no stored row replaced. For a feed ``unabsorbed`` returned: a version the log no longer holds is then
-    one that changed no row (``first_unabsorbed``)."""
+def data_commits(wh: Warehouse, at: Position) -> list[dict]:
+    """The ``commit_info`` of each commit of the input since ``at.absorbed`` that may have changed rows (not a
+    compaction or a property commit): read from its log, no data read."""
     log = wh.log(at.source)
     commits = (log.commit_info(v) for v in log.versions() if at.absorbed < v <= at.latest)
-    return all(only_adds(info) for info in commits if info.get("operation") not in NO_DATA_CHANGE)
+    return [info for info in commits if info.get("operation") not in NO_DATA_CHANGE]
+
+
+def only_added(wh: Warehouse, at: Position) -> bool:
+    """Whether every commit of the input since ``at.absorbed`` only added rows (``only_adds`` of its
+    ``data_commits``). Its change feed then holds inserts alone: nothing to net against rows taken out, and no
+    stored row replaced. For a feed ``unabsorbed`` returned: a version the log no longer holds is then one that
+    changed no row (``first_unabsorbed``)."""
+    return all(only_adds(info) for info in data_commits(wh, at))
 
 
 def unabsorbed(wh: Warehouse, at: Position) -> DataFrame | None:

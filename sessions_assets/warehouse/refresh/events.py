@@ -38,9 +38,9 @@ def refresh_events(wh: Warehouse, settings: Settings, repair: tuple[date, date] 
         return rebuilt(wh, EVENTS, "event_date", at)
     done = Outcome("incremental" if feed is not None else "up to date", at.latest)
     if feed is not None:
-        ingested = _ingested(wh, at)
-        with wh.broadcasts(sum(int(m.get("numOutputRows", 0)) for m in ingested)):
-            if not ledger.only_added(wh, at):  # a day re-ingested with other rows, an erasure: anything but additions
+        ingested = ledger.data_commits(wh, at)  # the rows written, and whether any commit took rows out
+        with wh.broadcasts(sum(int(c.get("operationMetrics", {}).get("numOutputRows", 0)) for c in ingested)):
+            if not all(map(ledger.only_adds, ingested)):  # a day re-ingested with other rows, an erasure
                 change = _corrections(wh, feed.select("message_hash").distinct(), at.latest)
             else:
                 change = _arrivals(wh, feed.where(F.col("_change_type") == "insert").drop("_change_type"))
@@ -56,14 +56,6 @@ def refresh_events(wh: Warehouse, settings: Settings, repair: tuple[date, date] 
             done.add(_apply_events(wh, corrections, repair_commit(repair), settings, anonymous))
         done.how = "repaired"
     return done
-
-
-def _ingested(wh: Warehouse, at: ledger.Position) -> list[dict[str, str]]:
-    """The ``operationMetrics`` of ``raw_events``' data commits since ``at.absorbed``: the rows written, known
-    without reading any data."""
-    log = wh.log(RAW_EVENTS)
-    commits = (log.commit_info(v) for v in log.versions() if at.absorbed < v <= at.latest)
-    return [c.get("operationMetrics", {}) for c in commits if c.get("operation") not in ledger.NO_DATA_CHANGE]
 
 
 # What the arrivals of new copies compare, and what stitching reads, of a stored row: no row is read whole.
