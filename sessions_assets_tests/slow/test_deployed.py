@@ -100,8 +100,7 @@ def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path,
         # no new or changed file and writes nothing; no refresh follows.
         landing = (RAW_EVENTS, REJECTED_EVENTS, PARTITION_MAP, RECEIVED_DAYS)
         written = {t.name: DeltaLog(storage, t).version() for t in landing}
-        dev.launch_backfill(INGEST_ASSETS, days[:2])
-        time.sleep(5)
+        dev.launch_backfill(INGEST_ASSETS, days[:2])  # requested at once: not settled until the daemon ends it
         dev.wait_until_settled(storage, timeout=TIMEOUT)
         [backfilled] = [r for r in dev.runs() if tag(r, "dagster/backfill")]
         assert backfilled["status"] == "SUCCESS", backfilled
@@ -147,7 +146,6 @@ def test_sensors_and_a_ui_backfill_under_the_daemon_build_exact_tables(tmp_path,
         # A user backfills two local days of sessions from the UI: one run, which recomputes those days.
         local = sorted({s["session_date"].isoformat() for s in oracle["sessions"]})[-2:]
         dev.launch_backfill(["sessions"], local)
-        time.sleep(5)
         dev.wait_until_settled(storage, timeout=TIMEOUT, failures_allowed=True)
         [rerun] = [
             r for r in dev.runs() if tag(r, "dagster/backfill") and r["assetSelection"] == [{"path": ["sessions"]}]
