@@ -88,6 +88,7 @@ def test_two_instances_load_side_by_side_with_nothing_shared(tmp_path):
         ({"lapsing_days": 40}, "attributes.dormant_days"),
         ({"landing_layout": "rudderstack"}, "attributes.landing_layout"),
         ({"start_date": "2024-13-01"}, "attributes.start_date"),
+        ({"time_zone": "Asia/Atlantis"}, "attributes.time_zone"),
         ({"channel_rules": "/no/such/rules.json"}, "attributes.channel_rules"),
         ({"key_prefix": "web-1"}, "attributes.key_prefix"),
         ({"data_root": "{{ env.SESSIONS_TEST_UNSET_ROOT }}"}, "attributes.data_root"),
@@ -96,7 +97,7 @@ def test_two_instances_load_side_by_side_with_nothing_shared(tmp_path):
         ({"key_prefix": "web"}, "attributes.key_prefix"),  # the other instance's
         ({"key_prefix": "app", "data_root": "{web}"}, "attributes.data_root"),  # the other instance's
     ],
-    ids=["bad_int", "dormant_below_lapsing", "unknown_layout", "bad_day", "missing_rules", "bad_prefix",
+    ids=["bad_int", "dormant_below_lapsing", "unknown_layout", "bad_day", "unknown_zone", "missing_rules", "bad_prefix",
          "unset_variable", "token_inline", "credential_in_spark_conf", "clashing_prefix", "shared_data_root"],
 )  # fmt: skip
 def test_a_bad_attribute_stops_the_load_in_one_line_naming_the_file_and_the_attribute(tmp_path, attributes, attribute):

@@ -167,19 +167,13 @@ def test_a_host_project_runs_two_instances_side_by_side(tmp_path, spark):
     assert checked.returncode == 0 and "All definitions loaded successfully" in checked.stdout + checked.stderr, (
         checked.stdout + checked.stderr
     )
+    # The installed command says a bad attribute in one line, whether Dagster's schema refuses it (a name it does
+    # not know) or the component does (a value): every other attribute's line is proven in-process
+    # (pipeline/test_component.py).
     app = files["app"].read_text()
     assert_check_fails_in_one_line(bin_dir, root, env, files["app"], app + "  session_gap: 45\n", "session_gap")
     assert_check_fails_in_one_line(
-        bin_dir, root, env, files["app"], app + "  session_gap_minutes: often\n", "session_gap_minutes"
-    )
-    assert_check_fails_in_one_line(
-        bin_dir, root, env, files["app"], app.replace('key_prefix: "app"', 'key_prefix: "web"'), "key_prefix"
-    )
-    assert_check_fails_in_one_line(
         bin_dir, root, env, files["app"], app.replace("Asia/Tokyo", "Asia/Atlantis"), "time_zone"
-    )
-    assert_check_fails_in_one_line(
-        bin_dir, root, env, files["app"], app.replace("APP_DATA_ROOT", "WEB_DATA_ROOT"), "data_root"
     )
 
     # Each landing zone's days, generated apart and dropped in: the web's first, then the app's, then both at once.
