@@ -161,7 +161,7 @@ def _replace_days(
     broken: list,
 ) -> dict[date, IngestedDay]:
     """The lines judged, the forgotten persons' dropped, counted per received day and file, and written: one
-    commit per landing table.
+    commit per landing table that changes.
 
     The suppression list is the journal of forget requests as read before judging; it is read again right before
     the first commit and after the last. A request that came in between (its erasure may not have seen these rows)
@@ -327,11 +327,16 @@ def _write(
     # The event days the days' earlier ingests mapped: a small table, read without Spark.
     before = [r for r in ledger.small_table(wh.storage, PARTITION_MAP) if r["received_date"] in done]
     committed = []  # (table, the version its write made, as far as this ingest knows)
+    no_rejects = not any(d.reasons for d in done.values())
     for table, rows, condition in (
         (RAW_EVENTS, kept.where(F.col("reason").isNull()), where),
         (REJECTED_EVENTS, rejected, where),
         (PARTITION_MAP, mapping, on_days("received_date", days)),
     ):
+        # Days with no reject, whose rejects partitions hold no file (looked up as late as can be), leave that table
+        # as it is: its write would change nothing and cost the server six queries.
+        if table is REJECTED_EVENTS and no_rejects and not ledger.holds_days(wh.storage, table, days):
+            continue
         wh.replace_where(table, rows, condition)
         committed.append((table, wh.version(table)))
         hooks.reached(hooks.TABLE_WRITTEN, table=table)

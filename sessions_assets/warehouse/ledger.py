@@ -207,6 +207,19 @@ def small_table(storage: Storage, table: Table) -> list[dict]:
     return rows
 
 
+def holds_days(storage: Storage, table: Table, days: list[date]) -> bool:
+    """Whether a table partitioned by ``received_date`` has a file on any of ``days``, from its log with delta-rs:
+    no Spark. A file whose rows were all deleted by a deletion vector still counts."""
+    from deltalake import DeltaTable
+
+    uri = storage.table_uri(table.name)
+    if DeltaLog(storage, table).version() is None:
+        return False
+    location = storage.path_of(uri) if uri.startswith("file:") else uri
+    listed = [d.isoformat() for d in days]
+    return bool(listed) and bool(DeltaTable(location).file_uris([("received_date", "in", listed)]))
+
+
 def received(storage: Storage) -> dict[date, Received]:
     """Every received day ingested, as recorded beside the rows (read with delta-rs: no Spark)."""
     rows = small_table(storage, RECEIVED_DAYS)

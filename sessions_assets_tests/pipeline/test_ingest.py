@@ -78,17 +78,21 @@ def test_a_day_that_gains_a_file_and_then_loses_lines_ends_as_if_read_once(runne
     first = lines("m", 3)
     write_day(data_root, DAY, first)
     runner.process()
-    # Re-delivered: a second file with a copy of a message received earlier, and a late event of the 10th.
-    write_day(
-        data_root, DAY, [first[0], segment("a3", "u1", "2024-03-10 10:40", "2024-03-11 08:00")], "part-0001.jsonl"
-    )
+    rejects_log = DeltaLog(runner_wh(runner).storage, REJECTED_EVENTS)
+    # Days without a reject leave rejected_events as it is: no write of nothing.
+    assert all(rejects_log.commit_info(v).get("operation") != "WRITE" for v in rejects_log.versions())
+    # Re-delivered: a second file with a copy of a message received earlier, a late event of the 10th and a bad line.
+    late = segment("a3", "u1", "2024-03-10 10:40", "2024-03-11 08:00")
+    write_day(data_root, DAY, [first[0], late, "{not json"], "part-0001.jsonl")
     runner.process()
     assert_tables_match_oracle(runner_wh(runner), data_root)
-    # Shrunk: the second file loses the late event, the first file a message.
+    assert runner_wh(runner).read(REJECTED_EVENTS).count() == 1
+    # Shrunk: the second file loses the late event and the bad line (its reject goes), the first file a message.
     write_day(data_root, DAY, [first[0]], "part-0001.jsonl")
     write_day(data_root, DAY, first[1:])
     runner.process()
     assert_tables_match_oracle(runner_wh(runner), data_root)
+    assert runner_wh(runner).read(REJECTED_EVENTS).count() == 0
 
 
 @pytest.mark.scenario
