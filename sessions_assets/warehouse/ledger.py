@@ -188,36 +188,37 @@ class Received:
         return self.time_zone or BAKED_BEFORE[TIME_ZONE]
 
 
+def _file_uris(storage: Storage, table: Table, partition_filters=None) -> list[str]:
+    """The table's live files (those in ``partition_filters``, delta-rs's form), from its log with delta-rs: no
+    Spark; none before the table's first commit."""
+    from deltalake import DeltaTable
+
+    if DeltaLog(storage, table).version() is None:
+        return []
+    uri = storage.table_uri(table.name)
+    location = storage.path_of(uri) if uri.startswith("file:") else uri
+    return DeltaTable(location).file_uris(partition_filters)
+
+
 def small_table(storage: Storage, table: Table) -> list[dict]:
     """Every row of a small table without deletion vectors, read with delta-rs: no Spark."""
     import pyarrow.parquet as pq
-    from deltalake import DeltaTable
 
-    uri = storage.table_uri(table.name)
-    if DeltaLog(storage, table).version() is None:
-        return []
-    location = storage.path_of(uri) if uri.startswith("file:") else uri
     # delta-rs names the table's files; each is read whole in this thread. Arrow's dataset scan, even unthreaded,
     # reads through its IO threads, and one left running aborted the interpreter at exit (SIGABRT after a
     # correct answer from ``status``, or from a ``run`` with nothing due) about one time in two.
     rows = []
-    for file in DeltaTable(location).file_uris():
+    for file in _file_uris(storage, table):
         with storage.fs.open(storage.path_of(file), "rb") as f:
             rows += pq.ParquetFile(f).read(use_threads=False).to_pylist()
     return rows
 
 
 def holds_days(storage: Storage, table: Table, days: list[date]) -> bool:
-    """Whether a table partitioned by ``received_date`` has a file on any of ``days``, from its log with delta-rs:
-    no Spark. A file whose rows were all deleted by a deletion vector still counts."""
-    from deltalake import DeltaTable
-
-    uri = storage.table_uri(table.name)
-    if DeltaLog(storage, table).version() is None:
-        return False
-    location = storage.path_of(uri) if uri.startswith("file:") else uri
+    """Whether a table partitioned by day has a file on any of ``days`` (one whose rows a deletion vector all
+    deleted still counts)."""
     listed = [d.isoformat() for d in days]
-    return bool(listed) and bool(DeltaTable(location).file_uris([("received_date", "in", listed)]))
+    return bool(listed) and bool(_file_uris(storage, table, [(table.partition_column, "in", listed)]))
 
 
 def received(storage: Storage) -> dict[date, Received]:
