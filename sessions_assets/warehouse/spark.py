@@ -149,6 +149,10 @@ def spark_config(**overrides: Any) -> dict[str, str]:
         # Inferring constraints through unions of wide comparisons grows exponentially (the corrections of
         # a re-ingested day hung in it); no query here needs inferred filters.
         "spark.sql.constraintPropagation.enabled": "false",
+        # A checkpointed frame has no size the optimizer knows, so it takes each one for a huge scan and filters it
+        # with a runtime Bloom filter built from the Delta table it is joined to: a second read of that table and
+        # its files planned again, for rows already in memory. Small sides here are broadcast instead.
+        "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
         # Delta rebuilds a table's state with this many tasks (default 50): too many for small logs.
         "spark.databricks.delta.snapshotPartitions": "2",
         # Python's json keeps the last of duplicate keys; so does the parser, as the contract's oracle.

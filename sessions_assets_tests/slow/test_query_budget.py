@@ -26,10 +26,10 @@ from sessions_assets_tests.slow.commands import cli
 
 pytestmark = pytest.mark.slow
 
-# SQL executions of a whole run (ingest and every refresh): 157 and 223 measured, with a little room for the
+# SQL executions of a whole run (ingest and every refresh): 150 and 214 measured, with a little room for the
 # order the server plans them in. Most are Delta's own: each table read or written plans its files on the table's
 # state, and each query that refers to a change feed plans it anew.
-BUDGET = {"small_day": 168, "links_and_corrections": 234}
+BUDGET = {"small_day": 161, "links_and_corrections": 225}
 
 HISTORY = {
     "2024-03-04": [segment(f"h4-{n}", f"u{n}", f"2024-03-04 {9 + n:02d}:00") for n in range(4)],
