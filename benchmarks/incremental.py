@@ -71,7 +71,7 @@ from sessions_assets.warehouse.spark import TOKEN_VARIABLE, spark_config
 from sessions_assets.warehouse.storage import Storage
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' reader of the Spark UI
-from sessions_assets_tests.helpers.spark_ui import SparkUI  # noqa: E402
+from sessions_assets_tests.helpers.spark_ui import SparkUI, step_windows  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 # Share of bursts and the delay range each is received with (a burst is a visitor's events minutes apart).
@@ -226,24 +226,6 @@ def run_method(spark, method: str, root: Path, day: date, history: int, m: Measu
         m.spark.append({step: list(bill.row()) for step, bill in bills.items()})
         print(f"  Spark per step (sql, jobs, stages, bytes read, shuffle read, task s): {m.spark[-1]}", flush=True)
     m.writes = delta_writes(wh, before)
-
-
-def step_windows(inst: dg.DagsterInstance, run_ids: list[str]) -> dict[str, tuple[float, float]]:
-    """Each step's start and end (epoch seconds). A ``process_job`` run ingests inside its ``events`` step: its
-    ``ingest`` ends at the landing assets' materializations there."""
-    windows = {}
-    for run_id in run_ids:
-        for s in inst.get_run_step_stats(run_id):
-            windows[s.step_key] = (s.start_time, s.end_time)
-        landed = [
-            r.timestamp
-            for r in inst.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
-            if r.event_log_entry.asset_materialization.asset_key.path[-1] == "raw_events"
-        ]
-        if landed and "events" in windows:
-            start, end = windows["events"]
-            windows["ingest"], windows["events"] = (start, max(landed)), (max(landed), end)
-    return windows
 
 
 BASELINES = ("last_60_days", "touched_days_pm1")

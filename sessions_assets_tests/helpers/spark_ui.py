@@ -1,5 +1,6 @@
 """What a Spark server did, read from its UI's REST API: the SQL executions, jobs and stages between two instants,
-with the bytes its tasks read from storage, the shuffle they read and their run time.
+with the bytes its tasks read from storage, the shuffle they read and their run time; and the instants each step of a
+Dagster run started and ended, to tell one step's work from the next.
 
 Only a server started with ``SPARK_UI=true`` serves it (the default is off: the plans it shows can hold a forget key's
 HMAC pads). A client cannot add a listener to a Spark Connect server, so a window of time is what tells one run's
@@ -13,6 +14,8 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from datetime import datetime
+
+import dagster as dg
 
 
 def _epoch(stamp: str) -> float:
@@ -50,10 +53,10 @@ class SparkUI:
         with urllib.request.urlopen(f"{self.url}{path}", timeout=60) as answer:
             return json.load(answer)
 
-    def bill(self, since: float, until: float) -> Bill:
-        """What was submitted from ``since`` to ``until`` (epoch seconds). The UI settles a moment after a query
-        ends: call it a second or so later."""
-        time.sleep(1.5)
+    def bill(self, since: float, until: float, settle: float = 1.5) -> Bill:
+        """What was submitted from ``since`` to ``until`` (epoch seconds), after waiting ``settle`` seconds: the UI
+        settles a moment after a query ends."""
+        time.sleep(settle)
         within = lambda stamp: since <= _epoch(stamp) <= until  # noqa: E731
         sql = [e for e in self._get(f"{self.base}/sql?details=false&length=1000000") if within(e["submissionTime"])]
         jobs = [j for j in self._get(f"{self.base}/jobs") if "submissionTime" in j and within(j["submissionTime"])]
@@ -67,3 +70,21 @@ class SparkUI:
             sum(s.get("shuffleReadBytes", 0) for s in stages),
             round(sum(s.get("executorRunTime", 0) for s in stages) / 1000, 1),
         )
+
+
+def step_windows(inst: dg.DagsterInstance, run_ids: list[str]) -> dict[str, tuple[float, float]]:
+    """Each step's start and end (epoch seconds). A ``process_job`` run ingests inside its ``events`` step: its
+    ``ingest`` ends at the landing assets' materializations there."""
+    windows = {}
+    for run_id in run_ids:
+        for s in inst.get_run_step_stats(run_id):
+            windows[s.step_key] = (s.start_time, s.end_time)
+        landed = [
+            r.timestamp
+            for r in inst.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+            if r.event_log_entry.asset_materialization.asset_key.path[-1] == "raw_events"
+        ]
+        if landed and "events" in windows:
+            start, end = windows["events"]
+            windows["ingest"], windows["events"] = (start, max(landed)), (max(landed), end)
+    return windows
