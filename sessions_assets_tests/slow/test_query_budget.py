@@ -2,9 +2,10 @@
 Delta commits of one ``sessions-assets run``, which ingests the day and refreshes every table, against a budget.
 
 On a server of the test's own, with its UI on, that nothing else uses while the run goes: the queries submitted in
-the run's window are the run's, and those in a step's window (its start and end in Dagster's log) the step's. Two days after a short history: a small day (new visits, no login, no copy of a
-message stored already), and a day with a late login linking a device's past browsing and a re-delivered copy stamped
-differently. A count past its budget fails the test, so a step's queries cannot creep back.
+the run's window are the run's, and those in a step's window (its start and end in Dagster's log) the step's. Two
+days after a short history: a small day (new visits, no login, no copy of a message stored already), and a day with a
+late login linking a device's past browsing and a re-delivered copy stamped differently. A count past its budget
+fails the test, so a step's queries cannot creep back.
 """
 
 from __future__ import annotations
