@@ -222,7 +222,7 @@ def run_method(spark, method: str, root: Path, day: date, history: int, m: Measu
     m.wall_s.append(round(wall, 2))
     m.steps_s.append({k: round(v, 2) for k, v in steps.items()})
     if UI is not None and method == "incremental":
-        bills = {step: UI.bill(start, end) for step, (start, end) in windows.items()}
+        bills = UI.bills(windows)
         m.spark.append({step: list(bill.row()) for step, bill in bills.items()})
         print(f"  Spark per step (sql, jobs, stages, bytes read, shuffle read, task s): {m.spark[-1]}", flush=True)
     m.writes = delta_writes(wh, before)

@@ -53,23 +53,31 @@ class SparkUI:
         with urllib.request.urlopen(f"{self.url}{path}", timeout=60) as answer:
             return json.load(answer)
 
-    def bill(self, since: float, until: float, settle: float = 1.5) -> Bill:
-        """What was submitted from ``since`` to ``until`` (epoch seconds), after waiting ``settle`` seconds: the UI
-        settles a moment after a query ends."""
-        time.sleep(settle)
-        within = lambda stamp: since <= _epoch(stamp) <= until  # noqa: E731
-        sql = [e for e in self._get(f"{self.base}/sql?details=false&length=1000000") if within(e["submissionTime"])]
-        jobs = [j for j in self._get(f"{self.base}/jobs") if "submissionTime" in j and within(j["submissionTime"])]
-        wanted = {s for j in jobs for s in j["stageIds"]}
-        stages = [s for s in self._get(f"{self.base}/stages") if s["stageId"] in wanted and s["status"] != "SKIPPED"]
-        return Bill(
-            len(sql),
-            len(jobs),
-            len(stages),
-            sum(s.get("inputBytes", 0) for s in stages),
-            sum(s.get("shuffleReadBytes", 0) for s in stages),
-            round(sum(s.get("executorRunTime", 0) for s in stages) / 1000, 1),
-        )
+    def bill(self, since: float, until: float) -> Bill:
+        """What was submitted from ``since`` to ``until`` (epoch seconds)."""
+        return self.bills({"": (since, until)})[""]
+
+    def bills(self, windows: dict[str, tuple[float, float]]) -> dict[str, Bill]:
+        """What was submitted in each window (``since``, ``until``: epoch seconds), the server's lists read once. The
+        UI settles a moment after a query ends: this waits a second or so first."""
+        time.sleep(1.5)
+        sql = [_epoch(e["submissionTime"]) for e in self._get(f"{self.base}/sql?details=false&length=1000000")]
+        jobs = [j for j in self._get(f"{self.base}/jobs") if "submissionTime" in j]
+        stages = [s for s in self._get(f"{self.base}/stages") if s["status"] != "SKIPPED"]
+        found = {}
+        for name, (since, until) in windows.items():
+            theirs = [j for j in jobs if since <= _epoch(j["submissionTime"]) <= until]
+            wanted = {i for j in theirs for i in j["stageIds"]}
+            ran = [s for s in stages if s["stageId"] in wanted]
+            found[name] = Bill(
+                sum(since <= t <= until for t in sql),
+                len(theirs),
+                len(ran),
+                sum(s.get("inputBytes", 0) for s in ran),
+                sum(s.get("shuffleReadBytes", 0) for s in ran),
+                round(sum(s.get("executorRunTime", 0) for s in ran) / 1000, 1),
+            )
+        return found
 
 
 def step_windows(inst: dg.DagsterInstance, run_ids: list[str]) -> dict[str, tuple[float, float]]:
