@@ -7,9 +7,11 @@ Generates ``--days`` received days (``incremental.generate``: late events, re-de
 and splits each day's lines, in their order, into ``--files`` files. Then, on two data roots, delivers them as a
 collector would: one file more, then what the landing sensor launches (``Runner.process``). ``by_file`` is the
 pipeline as it is (a day's ingest reads its new files only); ``whole_day`` reads the day's folder whole at every
-delivery (``reingest --folders`` and the refresh after it), as an ingest that re-reads a changed day would. Both must
-end with identical tables. Reported: rows written per line delivered per table (``operationMetrics``), files
-rewritten in ``raw_events``, and seconds per delivery; with ``--connect``, the server's SQL executions per delivery.
+delivery (``reingest --folders`` and the refresh after it), as an ingest that re-reads a changed day would;
+``at_once`` is the same day delivered in one go (all its files, then one run): what the day would cost if it came
+whole. All must end with identical tables. Reported: rows written per line delivered per table
+(``operationMetrics``), files rewritten in ``raw_events``, and seconds per run; with ``--connect``, the server's SQL
+executions per run.
 Results go to ``benchmarks/results/deliveries.{md,json}``.
 """
 
@@ -33,7 +35,7 @@ from sessions_assets.warehouse import tables  # noqa: E402
 from sessions_assets.warehouse.delta import Warehouse  # noqa: E402
 from sessions_assets.warehouse.storage import Storage  # noqa: E402
 
-METHODS = ("by_file", "whole_day")
+METHODS = ("by_file", "whole_day", "at_once")
 
 
 def split(source: Path, days: list[date], files: int) -> dict[date, list[list[str]]]:
@@ -59,6 +61,8 @@ def deliver(spark, method: str, root: Path, parts: dict[date, list[list[str]]]) 
                 folder.mkdir(exist_ok=True)
                 (folder / f"part-{n:04d}.jsonl").write_text("".join(line + "\n" for line in part))
                 lines += len(part)
+                if method == "at_once" and n < len(day_parts) - 1:
+                    continue
                 before = {t.name: wh.version(t) for t in tables.ALL}
                 started, wall = time.time(), time.perf_counter()
                 if method == "whole_day" and n:
@@ -82,28 +86,30 @@ def markdown(report: dict) -> str:
     rows = [
         "# A received day delivered in files",
         "",
-        f"{report['machine']}; {report['date']}, commit {report['commit']}; {report['days']} received days of "
-        f"~{report['events_per_day']:,} events, each in {report['files']} files delivered one at a time, each "
-        "delivery followed by what the landing sensor launches.",
+        f"{report['machine']}; {report['date']}, commit {report['commit']}; "
+        f"{report['days']} received day{'s' if report['days'] > 1 else ''} of ~{report['events_per_day']:,} events, "
+        f"each in {report['files']} files delivered one at a time (`at_once`: all together), each delivery "
+        "followed by what the landing sensor launches.",
         "",
-        "| method | lines | raw_events rows | rows/line | raw files removed | median s/delivery | total s "
-        "| median SQL executions |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| method | lines | runs | raw_events rows | rows/line | events rows/line | raw files removed | median s/run "
+        "| total s | median SQL executions |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for method in METHODS:
         m = report["methods"][method]
         w = m["writes"]
         executions = statistics.median(m["executions"]) if m["executions"] else "-"
         rows.append(
-            f"| {method} | {m['lines']:,} | {w.get('raw_events rows', 0):,} | "
-            f"{w.get('raw_events rows', 0) / m['lines']:.2f} | {w.get('raw_events removed', 0)} | "
+            f"| {method} | {m['lines']:,} | {m['deliveries']} | {w.get('raw_events rows', 0):,} | "
+            f"{w.get('raw_events rows', 0) / m['lines']:.2f} | {w.get('events rows', 0) / m['lines']:.2f} | "
+            f"{w.get('raw_events removed', 0)} | "
             f"{statistics.median(m['seconds']):.1f} | {sum(m['seconds']):.0f} | {executions} |"
         )
-    first = {method: report["methods"][method]["seconds"][0] for method in METHODS}
+    first = ", ".join(f"{report['methods'][method]['seconds'][0]} s" for method in METHODS)
     rows += [
         "",
         f"Identical tables at the end: {report['identical']}. The methods run in this order on one server: the first "
-        f"delivery of each took {first[METHODS[0]]} s and {first[METHODS[1]]} s (the first warms the server).",
+        f"run of each took {first} (the first warms the server).",
         "",
     ]
     return "\n".join(rows)
@@ -132,7 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     for method in METHODS:
         methods[method] = deliver(spark, method, args.workdir / method, parts)
         print(method, json.dumps(methods[method]), flush=True)
-    differences = incremental.differences(spark, args.workdir / METHODS[0], args.workdir / METHODS[1])
+    differences = [
+        d
+        for other in METHODS[1:]
+        for d in incremental.differences(spark, args.workdir / METHODS[0], args.workdir / other)
+    ]
     report = {
         "machine": incremental.machine(),
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
