@@ -4,7 +4,7 @@
     python benchmarks/deliveries.py --files 24 --connect
 
 Generates ``--days`` received days (``incremental.generate``: late events, re-deliveries, late logins, broken lines)
-and splits each day's lines, in their order, into ``--files`` files. Then, on two data roots, delivers them as a
+and splits each day's lines, in their order, into ``--files`` files. Then, on a data root per method, delivers them as a
 collector would: one file more, then what the landing sensor launches (``Runner.process``). ``by_file`` is the
 pipeline as it is (a day's ingest reads its new files only); ``whole_day`` reads the day's folder whole at every
 delivery (``reingest --folders`` and the refresh after it), as an ingest that re-reads a changed day would;
