@@ -3,7 +3,7 @@
 #                   from the sample's first event day (LAYOUT=segment: laid out as Segment's S3 destination writes
 #                   it; TIME_ZONE=America/Los_Angeles: local days of that zone; give either a DATA_ROOT of its own)
 #   make test       lint, then every test tier (what CI runs, via .ci/run)
-#   make test-fast  the engine and Dagster tiers (no multi-day pipeline scenarios, no processes): 3–4 minutes
+#   make test-fast  the engine and Dagster tiers (no multi-day pipeline scenarios, no processes): 2–4 minutes
 #   make test-s3    the pipeline end to end on an S3-compatible server on loopback (downloads its jars)
 #   make soak       the property tests only, with SOAK (20) times their examples: a nightly budget
 #   make dev        serve the Dagster UI and daemon (dg dev), its runs attached to a Spark Connect server it starts
@@ -23,7 +23,7 @@ JARS := $(VENV)/share/sessions-assets/jars/packages.txt
 SPARK_CONNECT_PORT ?= 15002
 SPARK_TOKEN_FILE := $(DAGSTER_HOME)/spark-server/token
 # Test workers, one test file each at a time, so module fixtures stay in one worker: one per core (a third on two
-# cores made the suite slower).
+# cores gained nothing: they are busy already).
 TEST_WORKERS ?= 2
 # Each run ends with its 25 slowest tests and each tier's summed time (sessions_assets_tests/conftest.py).
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
