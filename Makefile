@@ -22,8 +22,8 @@ JARS := $(VENV)/share/sessions-assets/jars/packages.txt
 # keeps in its folder (only pyspark's "localhost" carries a token without TLS).
 SPARK_CONNECT_PORT ?= 15002
 SPARK_TOKEN_FILE := $(DAGSTER_HOME)/spark-server/token
-# Test workers, one test file each at a time, so module fixtures stay in one worker: one per core (a third on two
-# cores gained nothing: they are busy already).
+# Test workers, one test file each at a time, so module fixtures stay in one worker: one per core (a third gains nothing
+# on two cores: both are already busy).
 TEST_WORKERS ?= 2
 # Each run ends with its 25 slowest tests and each tier's summed time (sessions_assets_tests/conftest.py).
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
