@@ -98,7 +98,7 @@ def markdown(report: dict) -> str:
     for method in METHODS:
         m = report["methods"][method]
         w = m["writes"]
-        executions = statistics.median(m["executions"]) if m["executions"] else "-"
+        executions = f"{statistics.median(m['executions']):g}" if m["executions"] else "-"
         rows.append(
             f"| {method} | {m['lines']:,} | {m['deliveries']} | {w.get('raw_events rows', 0):,} | "
             f"{w.get('raw_events rows', 0) / m['lines']:.2f} | {w.get('events rows', 0) / m['lines']:.2f} | "
