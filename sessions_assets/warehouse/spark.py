@@ -162,11 +162,10 @@ def spark_config(**overrides: Any) -> dict[str, str]:
         "spark.log.level": env("SPARK_LOG_LEVEL", "ERROR"),
         # A write with nothing to change still commits, so a table's note and version always move with it.
         "spark.databricks.delta.skipRecordingEmptyCommits": "false",
-        # Delta writes its log entries and checksums on a local disk through Hadoop's FileContext: without its
-        # checksum layer, each is one file instead of two, and one rename (Hadoop starts a `readlink` process for
-        # each rename and a `chmod` for each file): the pipeline's tests take about 5 % less time. Data files, and every read, go
-        # through the FileSystem API, which keeps its checksums (S3A's disk buffers require that local file
-        # system); object stores are not concerned.
+        # Delta writes its log entries and checksums on a local disk through Hadoop's FileContext. Without its checksum
+        # layer each is one file, not two, and one rename: fewer processes per commit, as Hadoop starts a `readlink`
+        # for each rename and a `chmod` for each file. Data files, and every read, go through the FileSystem API,
+        # which keeps its checksums (S3A's disk buffers need that local file system). Object stores are not concerned.
         "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
         # Tables are addressed by path; the catalog's folder is kept out of the working directory.
         "spark.sql.warehouse.dir": os.path.join(tempfile.gettempdir(), "sessions-assets-spark-warehouse"),
